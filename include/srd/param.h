@@ -1,0 +1,43 @@
+/* Every NCCL_SRD_* variable lives in one table (src/util/param.c). Values are
+ * read once, validated, and cached; a bad value is reported and replaced by
+ * the default. The plugin only reads the environment, never writes it. */
+#ifndef SRD_PARAM_H
+#define SRD_PARAM_H
+
+#include <stdint.h>
+
+enum srd_param {
+  SRD_PARAM_PROVIDER,         /* string: libfabric provider to use */
+  SRD_PARAM_IFNAME,           /* string: interface selection, NCCL syntax */
+  SRD_PARAM_RAILS,            /* int: cap on rails per device (0: all) */
+  SRD_PARAM_EPS_PER_RAIL,     /* int: endpoints per rail */
+  SRD_PARAM_EAGER_MAX,        /* size: largest eager message */
+  SRD_PARAM_STRIPE_THRESHOLD, /* size: smallest message striped over rails */
+  SRD_PARAM_MIN_STRIPE,       /* size: smallest stripe */
+  SRD_PARAM_CONNECT_TIMEOUT_MS, /* int: bound on a connect without answer */
+  SRD_PARAM_KEEPALIVE_MS,     /* int: silence before a busy comm probes its peer */
+  SRD_PARAM_CLOSE_TIMEOUT_MS, /* int: how long close waits for in-flight operations */
+  SRD_PARAM_TEST_REORDER,     /* bool: shuffle and delay completions (tests) */
+  SRD_PARAM_TOPO_FILE,        /* string: hwloc XML to use instead of the machine */
+  SRD_PARAM_TUNER_CONFIG,     /* string: tuner rule file */
+  SRD_PARAM_COUNT
+};
+
+struct srd_param_desc {
+  const char *name;    /* full variable name */
+  int is_string;
+  int64_t def;         /* default for numbers */
+  int64_t min, max;    /* accepted range for numbers */
+  const char *doc;
+};
+
+const struct srd_param_desc *srd_param_desc(enum srd_param p);
+int64_t srd_param_int(enum srd_param p);
+/* NULL when unset or empty. */
+const char *srd_param_str(enum srd_param p);
+/* Re-read the environment (tests and tools only). */
+void srd_param_reload(void);
+/* Parse a number with an optional K/M/G suffix (powers of 1024); 0 on success. */
+int srd_param_parse_int(const char *text, int64_t *out);
+
+#endif

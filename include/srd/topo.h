@@ -1,0 +1,52 @@
+/* Topology: which NICs the chosen libfabric provider offers (each one a rail
+ * candidate), and how they group into NCCL devices around GPUs. Used by the
+ * net plugin, the tuner and srd-info alike. */
+#ifndef SRD_TOPO_H
+#define SRD_TOPO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SRD_MAX_RAILS 32
+/* The libfabric API version we were built against. */
+#define SRD_FI_VERSION FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION)
+
+struct fi_info;
+
+struct srd_nic {
+  struct fi_info *info;  /* a duplicate owned by the list; one domain */
+  char name[64];         /* domain name: EFA device or interface */
+  char pci_bus_id[16];   /* "0000:3b:00.0", "" when not on PCI */
+  char pci_path[256];    /* sysfs device path, "" when not on PCI */
+  int numa;              /* -1 unknown */
+  int speed_mbps;
+  uint64_t guid;
+};
+
+struct srd_nic_list {
+  char provider[64];     /* provider name as libfabric reports it */
+  char reason[160];      /* why this provider was chosen */
+  int n;
+  struct srd_nic *nics;
+};
+
+/* Choose the provider (NCCL_SRD_PROVIDER, else FI_PROVIDER, else efa,
+ * tcp;ofi_rxm, shm) and list its usable NICs after NCCL_SRD_IFNAME filtering.
+ * Loopback is left out unless it is the only interface. Returns 0, or -1 with
+ * a warning that names the missing capability or the empty selection. */
+int srd_topo_discover(struct srd_nic_list *out);
+void srd_topo_free(struct srd_nic_list *list);
+
+/* NCCL_SRD_IFNAME syntax: comma-separated prefixes; a leading '^' excludes the
+ * list; a leading '=' (after any '^') asks for exact names. NULL or "" matches
+ * everything. */
+int srd_ifname_match(const char *spec, const char *name);
+
+/* Link speed assumed when neither libfabric nor sysfs reports one. */
+#define SRD_DEFAULT_SPEED_MBPS 10000
+
+/* Provider choice behind srd_topo_discover: *infos gets every RDM domain of
+ * the chosen provider with the capabilities the data path needs. */
+int srd_fabric_choose(struct fi_info **infos, char *provider, size_t provider_len, char *reason, size_t reason_len);
+
+#endif

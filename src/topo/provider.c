@@ -1,0 +1,106 @@
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+
+#include "srd/log.h"
+#include "srd/param.h"
+#include "srd/topo.h"
+
+#define REQUIRED_CAPS (FI_MSG | FI_RMA | FI_WRITE | FI_REMOTE_WRITE | FI_READ | FI_REMOTE_READ)
+
+static struct fi_info *base_hints(const char *prov) {
+  struct fi_info *h = fi_allocinfo();
+  if (!h) return NULL;
+  h->ep_attr->type = FI_EP_RDM;
+  h->caps = REQUIRED_CAPS;
+  /* Every operation context starts with room for the provider's context. */
+  h->mode = FI_CONTEXT | FI_CONTEXT2;
+  h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+  h->domain_attr->threading = FI_THREAD_DOMAIN;
+  h->domain_attr->control_progress = FI_PROGRESS_UNSPEC;
+  h->domain_attr->data_progress = FI_PROGRESS_UNSPEC;
+  h->tx_attr->msg_order = FI_ORDER_NONE;
+  h->rx_attr->msg_order = FI_ORDER_NONE;
+  if (prov) h->fabric_attr->prov_name = strdup(prov);
+  return h;
+}
+
+static const struct {
+  uint64_t cap;
+  const char *name;
+} cap_names[] = {
+    {FI_MSG, "FI_MSG"}, {FI_RMA, "FI_RMA"}, {FI_WRITE, "FI_WRITE"}, {FI_REMOTE_WRITE, "FI_REMOTE_WRITE"},
+    {FI_READ, "FI_READ"}, {FI_REMOTE_READ, "FI_REMOTE_READ"},
+};
+
+/* Say precisely what the provider lacks, so a misconfigured cluster is
+ * diagnosed by its first log line. */
+static void explain_rejection(const char *prov) {
+  struct fi_info *h = fi_allocinfo(), *infos = NULL;
+  if (!h) return;
+  h->ep_attr->type = FI_EP_RDM;
+  if (prov) h->fabric_attr->prov_name = strdup(prov);
+  int rc = fi_getinfo(SRD_FI_VERSION, NULL, NULL, 0, h, &infos);
+  if (rc) {
+    SRD_INFO(NCCL_INIT | NCCL_NET, "provider %s: no FI_EP_RDM endpoint (%s)", prov ? prov : "(any)", fi_strerror(-rc));
+  } else {
+    char missing[128] = "";
+    for (size_t i = 0; i < sizeof(cap_names) / sizeof(cap_names[0]); i++)
+      if (!(infos->caps & cap_names[i].cap))
+        snprintf(missing + strlen(missing), sizeof(missing) - strlen(missing), " %s", cap_names[i].name);
+    if (infos->domain_attr->cq_data_size < 4)
+      snprintf(missing + strlen(missing), sizeof(missing) - strlen(missing), " remote CQ data (4 bytes)");
+    SRD_WARN("provider %s lacks capabilities the data path needs:%s", infos->fabric_attr->prov_name,
+             missing[0] ? missing : " (none missing alone; the combination or mode is refused)");
+    fi_freeinfo(infos);
+  }
+  fi_freeinfo(h);
+}
+
+static int try_provider(const char *prov, struct fi_info **infos) {
+  struct fi_info *h = base_hints(prov);
+  if (!h) return -1;
+  int rc = fi_getinfo(SRD_FI_VERSION, NULL, NULL, 0, h, infos);
+  fi_freeinfo(h);
+  if (rc) return -1;
+  /* Immediate data carries the completion protocol: 4 bytes are required. */
+  if ((*infos)->domain_attr->cq_data_size < 4) {
+    SRD_WARN("provider %s carries only %zu bytes of remote CQ data; 4 are required", (*infos)->fabric_attr->prov_name,
+             (*infos)->domain_attr->cq_data_size);
+    fi_freeinfo(*infos);
+    *infos = NULL;
+    return -1;
+  }
+  return 0;
+}
+
+int srd_fabric_choose(struct fi_info **infos, char *provider, size_t provider_len, char *reason, size_t reason_len) {
+  const char *forced = srd_param_str(SRD_PARAM_PROVIDER);
+  const char *why = "NCCL_SRD_PROVIDER";
+  if (!forced) forced = getenv("FI_PROVIDER"), why = "FI_PROVIDER";
+  if (forced) {
+    if (try_provider(forced, infos)) {
+      SRD_WARN("provider \"%s\" (from %s) is not usable", forced, why);
+      explain_rejection(forced);
+      return -1;
+    }
+    snprintf(reason, reason_len, "requested by %s=%s", why, forced);
+  } else {
+    static const char *const order[] = {"efa", "tcp;ofi_rxm", "shm"};
+    size_t i;
+    for (i = 0; i < sizeof(order) / sizeof(order[0]); i++)
+      if (!try_provider(order[i], infos)) break;
+    if (i == sizeof(order) / sizeof(order[0])) {
+      SRD_WARN("no libfabric provider offers RDM endpoints with messages, RMA and remote CQ data (tried efa, "
+               "tcp;ofi_rxm, shm)");
+      explain_rejection(NULL);
+      return -1;
+    }
+    snprintf(reason, reason_len, i == 0 ? "efa is preferred when present" : "first usable of efa, tcp;ofi_rxm, shm");
+  }
+  snprintf(provider, provider_len, "%s", (*infos)->fabric_attr->prov_name);
+  return 0;
+}

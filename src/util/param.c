@@ -1,0 +1,106 @@
+#include "srd/param.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "srd/log.h"
+
+#define KIB 1024LL
+#define MIB (1024LL * 1024)
+
+static const struct srd_param_desc table[SRD_PARAM_COUNT] = {
+    [SRD_PARAM_PROVIDER] = {"NCCL_SRD_PROVIDER", 1, 0, 0, 0,
+                            "libfabric provider (else FI_PROVIDER, else efa, tcp;ofi_rxm, shm in that order)"},
+    [SRD_PARAM_IFNAME] = {"NCCL_SRD_IFNAME", 1, 0, 0, 0,
+                          "interfaces to use as rails: prefixes, ^ to exclude, = for exact names"},
+    [SRD_PARAM_RAILS] = {"NCCL_SRD_RAILS", 0, 0, 0, 64, "most rails per device (0: every local NIC)"},
+    [SRD_PARAM_EPS_PER_RAIL] = {"NCCL_SRD_EPS_PER_RAIL", 0, 1, 1, 8, "endpoints per rail"},
+    [SRD_PARAM_EAGER_MAX] = {"NCCL_SRD_EAGER_MAX", 0, 8 * KIB, 0, 64 * KIB,
+                             "largest message sent eagerly, before the receiver's clear-to-send"},
+    [SRD_PARAM_STRIPE_THRESHOLD] = {"NCCL_SRD_STRIPE_THRESHOLD", 0, 256 * KIB, 0, 1024 * MIB,
+                                    "smallest message split across rails"},
+    [SRD_PARAM_MIN_STRIPE] = {"NCCL_SRD_MIN_STRIPE", 0, 64 * KIB, 128, 1024 * MIB,
+                              "smallest stripe of a split message (rounded to 128 bytes)"},
+    [SRD_PARAM_CONNECT_TIMEOUT_MS] = {"NCCL_SRD_CONNECT_TIMEOUT_MS", 0, 30000, 100, 3600000,
+                                      "how long connect waits for the listener's answer"},
+    [SRD_PARAM_KEEPALIVE_MS] = {"NCCL_SRD_KEEPALIVE_MS", 0, 1000, 10, 600000,
+                                "silence after which a comm with requests in flight probes its peer"},
+    [SRD_PARAM_CLOSE_TIMEOUT_MS] = {"NCCL_SRD_CLOSE_TIMEOUT_MS", 0, 5000, 0, 600000,
+                                    "how long close waits for operations already handed to the NIC"},
+    [SRD_PARAM_TEST_REORDER] = {"NCCL_SRD_TEST_REORDER", 0, 0, 0, 1,
+                                "test mode: delay and shuffle completions to prove order independence"},
+    [SRD_PARAM_TOPO_FILE] = {"NCCL_SRD_TOPO_FILE", 1, 0, 0, 0,
+                             "hwloc XML topology to group NICs with, instead of the live machine"},
+    [SRD_PARAM_TUNER_CONFIG] = {"NCCL_SRD_TUNER_CONFIG", 1, 0, 0, 0, "tuner rule file overriding the model"},
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int loaded;
+static int64_t ints[SRD_PARAM_COUNT];
+static char *strs[SRD_PARAM_COUNT];
+
+int srd_param_parse_int(const char *text, int64_t *out) {
+  if (!text || !*text) return -1;
+  errno = 0;
+  char *end;
+  long long v = strtoll(text, &end, 0);
+  if (errno || end == text) return -1;
+  long long mult = 1;
+  if (*end == 'k' || *end == 'K') mult = KIB, end++;
+  else if (*end == 'm' || *end == 'M') mult = MIB, end++;
+  else if (*end == 'g' || *end == 'G') mult = 1024 * MIB, end++;
+  if (*end) return -1;
+  if (v > LLONG_MAX / mult || v < LLONG_MIN / mult) return -1;
+  *out = v * mult;
+  return 0;
+}
+
+static void load_locked(void) {
+  for (int i = 0; i < SRD_PARAM_COUNT; i++) {
+    const struct srd_param_desc *d = &table[i];
+    const char *v = getenv(d->name);
+    free(strs[i]);
+    strs[i] = NULL;
+    ints[i] = d->def;
+    if (!v || !*v) continue;
+    if (d->is_string) {
+      strs[i] = strdup(v);
+      continue;
+    }
+    int64_t n;
+    if (srd_param_parse_int(v, &n) || n < d->min || n > d->max) {
+      SRD_WARN("%s=%s is not a number in [%lld, %lld]; using %lld", d->name, v, (long long)d->min,
+               (long long)d->max, (long long)d->def);
+      continue;
+    }
+    ints[i] = n;
+  }
+  loaded = 1;
+}
+
+const struct srd_param_desc *srd_param_desc(enum srd_param p) { return &table[p]; }
+
+int64_t srd_param_int(enum srd_param p) {
+  pthread_mutex_lock(&lock);
+  if (!loaded) load_locked();
+  int64_t v = ints[p];
+  pthread_mutex_unlock(&lock);
+  return v;
+}
+
+const char *srd_param_str(enum srd_param p) {
+  pthread_mutex_lock(&lock);
+  if (!loaded) load_locked();
+  const char *v = strs[p];
+  pthread_mutex_unlock(&lock);
+  return v;
+}
+
+void srd_param_reload(void) {
+  pthread_mutex_lock(&lock);
+  load_locked();
+  pthread_mutex_unlock(&lock);
+}
