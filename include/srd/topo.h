@@ -42,6 +42,29 @@ void srd_topo_free(struct srd_nic_list *list);
  * everything. */
 int srd_ifname_match(const char *spec, const char *name);
 
+/* One NCCL device: the rails PCIe-local to one GPU (or every rail when there
+ * is no GPU or no PCI NIC). */
+struct srd_device_group {
+  int nrails;
+  int rails[SRD_MAX_RAILS]; /* indexes into srd_nic_list.nics, closest first */
+  int gpu;                  /* index of the GPU it serves, -1 when none */
+  int numa;                 /* NUMA node of the first rail, -1 unknown */
+  char pci_path[256];       /* sysfs path of the closest NIC, "" when not PCI */
+  int speed_mbps;           /* sum over the rails */
+};
+
+struct srd_topo {
+  int ngpus;
+  int ngroups;
+  struct srd_device_group groups[SRD_MAX_RAILS];
+};
+
+/* Group NICs around GPUs with hwloc: same PCIe switch first, then same NUMA
+ * node, split evenly when GPUs share a switch; max_rails (0: no cap) limits
+ * rails per group. xml_path NULL: NCCL_SRD_TOPO_FILE, else the live machine.
+ * Returns 0, or -1 with a warning. */
+int srd_topo_group(const struct srd_nic_list *nics, const char *xml_path, int max_rails, struct srd_topo *out);
+
 /* Link speed assumed when neither libfabric nor sysfs reports one. */
 #define SRD_DEFAULT_SPEED_MBPS 10000
 
