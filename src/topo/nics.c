@@ -1,3 +1,4 @@
+#include <ctype.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,33 @@ static void read_sysfs_line(const char *path, char *buf, size_t len) {
   buf[strcspn(buf, "\n")] = 0;
 }
 
+static int is_pci_address(const char *s, size_t len) {
+  unsigned dom, bus, dev, fn;
+  char tail;
+  char buf[32];
+  if (len >= sizeof(buf)) return 0;
+  memcpy(buf, s, len);
+  buf[len] = 0;
+  return sscanf(buf, "%x:%x:%x.%x%c", &dom, &bus, &dev, &fn, &tail) == 4;
+}
+
+/* Cut a sysfs device path after its last PCI address component: a virtio
+ * NIC's path ends in ".../0000:00:03.0/virtio2", and the PCI device is what
+ * hwloc and NCCL place. Returns 0 when no component is a PCI address. */
+static int pci_device_of(char *path) {
+  char *end = path + strlen(path);
+  while (end > path) {
+    char *start = end;
+    while (start > path && start[-1] != '/') start--;
+    if (is_pci_address(start, (size_t)(end - start))) {
+      *end = 0;
+      return 1;
+    }
+    end = start > path ? start - 1 : path;
+  }
+  return 0;
+}
+
 /* Fill PCI placement and speed from libfabric's NIC attributes, falling back
  * to sysfs for kernel interfaces (tcp) that libfabric does not describe. */
 static void describe_nic(struct srd_nic *nic, const struct fi_info *info) {
@@ -33,11 +61,11 @@ static void describe_nic(struct srd_nic *nic, const struct fi_info *info) {
     snprintf(path, sizeof(path), "/sys/class/net/%s/device", nic->name);
   }
   char real[PATH_MAX];
-  if (realpath(path, real) && strstr(real, "/pci")) {
+  if (realpath(path, real) && strstr(real, "/pci") && pci_device_of(real)) {
     snprintf(nic->pci_path, sizeof(nic->pci_path), "%s", real);
     if (!nic->pci_bus_id[0]) {
       const char *base = strrchr(real, '/');
-      snprintf(nic->pci_bus_id, sizeof(nic->pci_bus_id), "%s", base ? base + 1 : real);
+      snprintf(nic->pci_bus_id, sizeof(nic->pci_bus_id), "%s", base + 1);
     }
     snprintf(path, sizeof(path), "%s/numa_node", real);
     read_sysfs_line(path, line, sizeof(line));
@@ -86,6 +114,24 @@ static int collect(struct srd_nic_list *out, struct fi_info *infos, int skip_loo
   return 0;
 }
 
+/* Natural order (va2 before va10), so rail numbers follow interface and
+ * device numbers whatever order the provider lists them in. */
+static int cmp_nic_name(const void *pa, const void *pb) {
+  const char *a = ((const struct srd_nic *)pa)->name, *b = ((const struct srd_nic *)pb)->name;
+  while (*a && *b) {
+    if (isdigit((unsigned char)*a) && isdigit((unsigned char)*b)) {
+      char *ea, *eb;
+      unsigned long long na = strtoull(a, &ea, 10), nb = strtoull(b, &eb, 10);
+      if (na != nb) return na < nb ? -1 : 1;
+      a = ea, b = eb;
+    } else {
+      if (*a != *b) return (unsigned char)*a < (unsigned char)*b ? -1 : 1;
+      a++, b++;
+    }
+  }
+  return (unsigned char)*a - (unsigned char)*b;
+}
+
 static int only_loopback(struct fi_info *infos) {
   for (struct fi_info *i = infos; i; i = i->next)
     if (i->domain_attr->name && !is_loopback(i->domain_attr->name)) return 0;
@@ -104,6 +150,7 @@ int srd_topo_discover(struct srd_nic_list *out) {
     SRD_WARN("out of memory listing NICs");
     return -1;
   }
+  qsort(out->nics, out->n, sizeof(*out->nics), cmp_nic_name);
   if (out->n == 0) {
     const char *spec = srd_param_str(SRD_PARAM_IFNAME);
     SRD_WARN("provider %s offers no NIC that NCCL_SRD_IFNAME=%s selects", out->provider, spec ? spec : "");
@@ -115,7 +162,8 @@ int srd_topo_discover(struct srd_nic_list *out) {
 
 void srd_topo_free(struct srd_nic_list *list) {
   if (list->nics)
-    for (int i = 0; i < list->n; i++) fi_freeinfo(list->nics[i].info);
+    for (int i = 0; i < list->n; i++)
+      if (list->nics[i].info) fi_freeinfo(list->nics[i].info); /* NULL in lists that tests build */
   free(list->nics);
   list->nics = NULL;
   list->n = 0;

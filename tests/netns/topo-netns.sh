@@ -1,0 +1,61 @@
+#!/bin/sh
+# NIC discovery and grouping on a two-namespace host with 4 veth rails:
+# every vaK is a rail, lo is not, NCCL_SRD_IFNAME and NCCL_SRD_RAILS select,
+# and with no GPU and no PCI NIC all rails form one device.
+# Skips (77) where namespaces cannot be made.
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+netns="$here/netns.sh"
+list_nics="${top_builddir:-.}/tests/topo/list_nics"
+export SRD_NETNS="srdtopo$$"
+fails=0
+
+[ -x "$list_nics" ] || { echo "topo-netns: $list_nics is not built" >&2; exit 99; }
+"$netns" check || exit $?
+trap '"$netns" down' EXIT
+"$netns" up 4 || exit 99
+
+# The output of list_nics inside srd-a, with the given environment.
+discover() {
+  env -u FI_PROVIDER NCCL_SRD_PROVIDER='tcp;ofi_rxm' "$@" "$netns" run a "$list_nics" 2>&1
+}
+
+expect() {
+  what=$1
+  want=$2
+  got=$3
+  if [ "$got" = "$want" ]; then
+    echo "ok: $what"
+  else
+    echo "FAIL: $what"
+    echo "  want: $want"
+    echo "  got:  $got"
+    fails=$((fails + 1))
+  fi
+}
+
+out=$(discover)
+echo "$out"
+expect "every veth is a rail, in order, no lo" "va0 va1 va2 va3" \
+  "$(echo "$out" | awk '$1 == "nic" { printf "%s%s", sep, $3; sep = " " }')"
+expect "one device holding the 4 rails" "group 0 gpu=-1 rails=va0,va1,va2,va3" \
+  "$(echo "$out" | awk '$1 == "group" { print $1, $2, $3, $4 }')"
+
+out=$(discover NCCL_SRD_IFNAME=va1,va3)
+expect "NCCL_SRD_IFNAME=va1,va3 selects 2 rails" "rails=va1,va3" \
+  "$(echo "$out" | awk '$1 == "group" { print $4 }')"
+
+out=$(discover NCCL_SRD_IFNAME=^va0)
+expect "NCCL_SRD_IFNAME=^va0 leaves 3 rails" "rails=va1,va2,va3" \
+  "$(echo "$out" | awk '$1 == "group" { print $4 }')"
+
+out=$(discover NCCL_SRD_RAILS=2)
+expect "NCCL_SRD_RAILS=2 caps the device at 2 rails" "rails=va0,va1" \
+  "$(echo "$out" | awk '$1 == "group" { print $4 }')"
+
+out=$(discover NCCL_SRD_IFNAME==va)
+expect "NCCL_SRD_IFNAME==va (exact, no such interface) fails with exit 1" "1" "$?"
+expect "... and says why" "1" "$(echo "$out" | grep -c 'selects')"
+
+[ "$fails" -eq 0 ] || exit 1

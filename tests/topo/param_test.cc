@@ -1,0 +1,162 @@
+// The NCCL_SRD_* table: number parsing, ranges, defaults, strings.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <string>
+
+// param.h names a function like its struct, which C++ calls shadowing.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wshadow"
+extern "C" {
+#include "srd/param.h"
+}
+#pragma GCC diagnostic pop
+
+namespace {
+
+// Sets variables for one test and restores a clean environment afterwards.
+class Params : public ::testing::Test {
+ protected:
+  void SetUp() override { clear(); }
+  void TearDown() override { clear(); }
+  static void clear() {
+    for (int p = 0; p < SRD_PARAM_COUNT; p++) unsetenv(srd_param_desc((enum srd_param)p)->name);
+    srd_param_reload();
+  }
+  static void set(const char *name, const char *value) {
+    ASSERT_EQ(0, setenv(name, value, 1));
+    srd_param_reload();
+  }
+};
+
+int64_t parsed(const char *text) {
+  int64_t v = -12345;
+  EXPECT_EQ(0, srd_param_parse_int(text, &v)) << text;
+  return v;
+}
+
+bool rejected(const char *text) {
+  int64_t v = -12345;
+  return srd_param_parse_int(text, &v) != 0 && v == -12345;
+}
+
+TEST(ParamParse, PlainNumbers) {
+  EXPECT_EQ(0, parsed("0"));
+  EXPECT_EQ(42, parsed("42"));
+  EXPECT_EQ(-7, parsed("-7"));
+  EXPECT_EQ(16, parsed("0x10"));
+}
+
+TEST(ParamParse, SuffixesArePowersOf1024) {
+  EXPECT_EQ(4096, parsed("4K"));
+  EXPECT_EQ(4096, parsed("4k"));
+  EXPECT_EQ(2 * 1024 * 1024, parsed("2M"));
+  EXPECT_EQ(2 * 1024 * 1024, parsed("2m"));
+  EXPECT_EQ(INT64_C(1) << 30, parsed("1G"));
+  EXPECT_EQ(INT64_C(3) << 30, parsed("3g"));
+}
+
+TEST(ParamParse, GarbageIsRejected) {
+  EXPECT_TRUE(rejected(nullptr));
+  EXPECT_TRUE(rejected(""));
+  EXPECT_TRUE(rejected("abc"));
+  EXPECT_TRUE(rejected("12Q"));
+  EXPECT_TRUE(rejected("1KB"));
+  EXPECT_TRUE(rejected("K"));
+  EXPECT_TRUE(rejected("1 "));
+  EXPECT_TRUE(rejected("99999999999999999999"));
+  EXPECT_TRUE(rejected("9223372036854775807K"));
+  EXPECT_TRUE(rejected("-9223372036854775807G"));
+}
+
+TEST_F(Params, TableIsConsistent) {
+  std::set<std::string> names;
+  for (int p = 0; p < SRD_PARAM_COUNT; p++) {
+    const struct srd_param_desc *d = srd_param_desc((enum srd_param)p);
+    ASSERT_NE(nullptr, d->name) << "parameter " << p;
+    EXPECT_EQ(0, strncmp(d->name, "NCCL_SRD_", 9)) << d->name;
+    EXPECT_TRUE(names.insert(d->name).second) << d->name << " twice";
+    ASSERT_NE(nullptr, d->doc) << d->name;
+    EXPECT_GT(strlen(d->doc), 0u) << d->name;
+    if (!d->is_string) {
+      EXPECT_LE(d->min, d->def) << d->name;
+      EXPECT_LE(d->def, d->max) << d->name;
+    }
+  }
+}
+
+TEST_F(Params, UnsetGivesDefaults) {
+  for (int p = 0; p < SRD_PARAM_COUNT; p++) {
+    const struct srd_param_desc *d = srd_param_desc((enum srd_param)p);
+    if (d->is_string)
+      EXPECT_EQ(nullptr, srd_param_str((enum srd_param)p)) << d->name;
+    else
+      EXPECT_EQ(d->def, srd_param_int((enum srd_param)p)) << d->name;
+  }
+  EXPECT_EQ(0, srd_param_int(SRD_PARAM_RAILS));
+  EXPECT_EQ(1, srd_param_int(SRD_PARAM_EPS_PER_RAIL));
+  EXPECT_EQ(64 * 1024, srd_param_int(SRD_PARAM_MIN_STRIPE));
+}
+
+TEST_F(Params, ValuesInRangeAreTaken) {
+  set("NCCL_SRD_RAILS", "4");
+  EXPECT_EQ(4, srd_param_int(SRD_PARAM_RAILS));
+  set("NCCL_SRD_MIN_STRIPE", "1M");
+  EXPECT_EQ(1024 * 1024, srd_param_int(SRD_PARAM_MIN_STRIPE));
+  set("NCCL_SRD_EAGER_MAX", "0");
+  EXPECT_EQ(0, srd_param_int(SRD_PARAM_EAGER_MAX));
+}
+
+TEST_F(Params, RangeBoundsAreInclusive) {
+  const struct srd_param_desc *d = srd_param_desc(SRD_PARAM_EPS_PER_RAIL);
+  set(d->name, std::to_string(d->min).c_str());
+  EXPECT_EQ(d->min, srd_param_int(SRD_PARAM_EPS_PER_RAIL));
+  set(d->name, std::to_string(d->max).c_str());
+  EXPECT_EQ(d->max, srd_param_int(SRD_PARAM_EPS_PER_RAIL));
+}
+
+TEST_F(Params, OutOfRangeFallsBackToDefault) {
+  const struct srd_param_desc *d = srd_param_desc(SRD_PARAM_EPS_PER_RAIL);
+  set(d->name, std::to_string(d->max + 1).c_str());
+  EXPECT_EQ(d->def, srd_param_int(SRD_PARAM_EPS_PER_RAIL));
+  set(d->name, std::to_string(d->min - 1).c_str());
+  EXPECT_EQ(d->def, srd_param_int(SRD_PARAM_EPS_PER_RAIL));
+  set("NCCL_SRD_MIN_STRIPE", "64");  // below the 128-byte minimum
+  EXPECT_EQ(srd_param_desc(SRD_PARAM_MIN_STRIPE)->def, srd_param_int(SRD_PARAM_MIN_STRIPE));
+}
+
+TEST_F(Params, GarbageFallsBackToDefault) {
+  set("NCCL_SRD_RAILS", "four");
+  EXPECT_EQ(0, srd_param_int(SRD_PARAM_RAILS));
+  set("NCCL_SRD_CONNECT_TIMEOUT_MS", "10s");
+  EXPECT_EQ(srd_param_desc(SRD_PARAM_CONNECT_TIMEOUT_MS)->def, srd_param_int(SRD_PARAM_CONNECT_TIMEOUT_MS));
+}
+
+TEST_F(Params, EmptyValueIsUnset) {
+  set("NCCL_SRD_RAILS", "");
+  EXPECT_EQ(0, srd_param_int(SRD_PARAM_RAILS));
+  set("NCCL_SRD_IFNAME", "");
+  EXPECT_EQ(nullptr, srd_param_str(SRD_PARAM_IFNAME));
+}
+
+TEST_F(Params, StringsAreCopied) {
+  set("NCCL_SRD_IFNAME", "^lo,docker");
+  const char *v = srd_param_str(SRD_PARAM_IFNAME);
+  ASSERT_NE(nullptr, v);
+  EXPECT_STREQ("^lo,docker", v);
+  ASSERT_EQ(0, setenv("NCCL_SRD_IFNAME", "eth", 1));  // no reload: the cached copy stays
+  EXPECT_STREQ("^lo,docker", srd_param_str(SRD_PARAM_IFNAME));
+}
+
+TEST_F(Params, ValuesAreReadOnceUntilReload) {
+  set("NCCL_SRD_RAILS", "2");
+  ASSERT_EQ(0, setenv("NCCL_SRD_RAILS", "3", 1));
+  EXPECT_EQ(2, srd_param_int(SRD_PARAM_RAILS));
+  srd_param_reload();
+  EXPECT_EQ(3, srd_param_int(SRD_PARAM_RAILS));
+}
+
+}  // namespace
