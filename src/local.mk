@@ -1,13 +1,19 @@
-# Internal convenience libraries, one per layer; the plugin is their union.
+# Internal convenience libraries, one per layer group; the plugin is their union.
 noinst_LTLIBRARIES += libsrd_util.la libsrd_core.la
 libsrd_util_la_SOURCES = src/util/log.c src/util/param.c
 libsrd_util_la_LIBADD = -lpthread
 
-libsrd_core_la_SOURCES =
+libsrd_core_la_SOURCES = \
+	src/rail/rail.c \
+	src/mr/mr_cache.c \
+	src/proto/wire.c src/proto/sched.c src/proto/dev.c src/proto/request.c src/proto/send.c src/proto/recv.c \
+	src/comm/handshake.c src/comm/close.c src/comm/net.c
 libsrd_core_la_LIBADD = libsrd_topo.la libsrd_util.la $(FABRIC_LIBS) $(HWLOC_LIBS) -ldl
 
 lib_LTLIBRARIES += libnccl-net-srd.la
-libnccl_net_srd_la_SOURCES = src/api/net_v8.c
+libnccl_net_srd_la_SOURCES = src/api/api.h src/api/common.c \
+	src/api/net_v8.c src/api/net_v9.c src/api/net_v10.c src/api/net_v11.c src/api/net_v12.c
 libnccl_net_srd_la_LIBADD = libsrd_core.la
-# Only the plugin tables are exported: everything else is hidden.
+# Only the plugin tables are exported: everything else is hidden, and the
+# static convenience libraries' symbols stay inside.
 libnccl_net_srd_la_LDFLAGS = -module -avoid-version -shared -Wl,--exclude-libs,ALL -Wl,--no-undefined $(SAN_FLAGS)

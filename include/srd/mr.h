@@ -1,0 +1,53 @@
+/* Registration cache. NCCL registers the same buffers again and again (and
+ * regIsGlobal lets it share them across comms), so each address range is
+ * registered once per device and reference counted. The cache knows nothing
+ * of libfabric: its owner supplies the register/deregister calls. */
+#ifndef SRD_MR_H
+#define SRD_MR_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct srd_mr_ops {
+  /* Register [base, base+len) of memory type (NCCL_PTR_*); *handle on success. */
+  int (*reg)(void *arg, void *base, size_t len, int type, int dmabuf_fd, uint64_t dmabuf_offset, void **handle);
+  void (*dereg)(void *arg, void *handle);
+  void *arg;
+};
+
+struct srd_mr {
+  uintptr_t base;
+  size_t len;
+  int type;
+  int refs;
+  void *handle;  /* the owner's per-rail registration */
+};
+
+struct srd_mr_cache {
+  pthread_mutex_t lock;
+  struct srd_mr_ops ops;
+  size_t page;
+  int n, cap;
+  struct srd_mr **sorted; /* by base, then by len */
+};
+
+void srd_mr_cache_init(struct srd_mr_cache *c, const struct srd_mr_ops *ops, size_t page);
+/* Deregisters whatever is still cached. */
+void srd_mr_cache_fini(struct srd_mr_cache *c);
+
+/* Find a cached registration covering [addr, addr+len) of the same type, or
+ * register the page-aligned range. dmabuf_fd < 0 for ordinary memory (a
+ * dmabuf registration is never shared). Returns 0 and *out, or an error. */
+int srd_mr_acquire(struct srd_mr_cache *c, void *addr, size_t len, int type, int dmabuf_fd, uint64_t dmabuf_offset,
+                   struct srd_mr **out);
+/* Drop one reference; the last one deregisters. -1 if mr is not in the cache. */
+int srd_mr_release(struct srd_mr_cache *c, struct srd_mr *mr);
+
+/* Does the registration cover [addr, addr+len)? */
+static inline int srd_mr_covers(const struct srd_mr *mr, const void *addr, size_t len) {
+  uintptr_t a = (uintptr_t)addr;
+  return a >= mr->base && len <= mr->len && a - mr->base <= mr->len - len;
+}
+
+#endif

@@ -1,0 +1,114 @@
+/* One NIC: fabric, domain, address vector, completion queue and its
+ * endpoints. Posting and polling only; what a completion means is decided by
+ * the layer above through the callbacks it installs. Not thread-safe: the
+ * owner (one device) serializes every call with its lock. */
+#ifndef SRD_RAIL_H
+#define SRD_RAIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rdma/fabric.h>
+
+#define SRD_MAX_EPS_PER_RAIL 8
+#define SRD_EP_NAME_MAX 64
+
+struct srd_rail;
+
+/* Context of every operation we post. The provider owns fi_ctx while the
+ * operation is in flight (FI_CONTEXT2 mode), so it comes first. */
+struct srd_op {
+  struct fi_context2 fi_ctx;
+  void (*done)(struct srd_op *op, int err, const char *errstr);
+  void *owner;
+  void *aux;
+};
+
+struct srd_rail_handlers {
+  /* A control message landed in one of the rail's receive buffers. */
+  void (*on_message)(void *arg, struct srd_rail *rail, const void *buf, size_t len);
+  /* A remote write with immediate data finished in our memory. */
+  void (*on_remote_write)(void *arg, struct srd_rail *rail, uint32_t imm, size_t len);
+  /* A completion error with no operation of ours to blame. */
+  void (*on_rail_error)(void *arg, struct srd_rail *rail, int err, const char *errstr);
+  void *arg;
+};
+
+struct srd_av_entry {
+  uint8_t name[SRD_EP_NAME_MAX];
+  fi_addr_t addr;
+  int refs;
+};
+
+struct srd_rail_buf {
+  struct srd_op op;
+  struct srd_rail *rail;
+  struct srd_rail_buf *next;
+  int ep;
+  char data[];
+};
+
+struct srd_rail {
+  int index;
+  char name[64];
+  struct fi_info *info;
+  struct fid_fabric *fabric;
+  struct fid_domain *domain;
+  struct fid_av *av;
+  struct fid_cq *cq;
+  int neps;
+  struct fid_ep *ep[SRD_MAX_EPS_PER_RAIL];
+  char ep_name[SRD_MAX_EPS_PER_RAIL][SRD_EP_NAME_MAX];
+  size_t ep_name_len;
+  int virt_addr;           /* remote addresses are virtual addresses */
+  int mr_local;            /* local buffers need descriptors */
+  size_t max_write;        /* largest single RMA write */
+  struct srd_rail_handlers h;
+  /* control buffers: receive side always posted, send side a free list */
+  size_t buf_size;
+  char *buf_mem;
+  struct fid_mr *buf_mr;
+  struct srd_rail_buf *free_send;
+  int nfree_send;
+  int reorder;             /* test mode: shuffle and delay completions */
+  /* Peers' addresses, each inserted once and reference counted: several comms
+   * to one peer share an entry, and some providers return the same fi_addr
+   * for a repeated insert, so removing it for one comm would break another. */
+  struct srd_av_entry *av_entries;
+  int nav, cap_av;
+  struct fi_cq_data_entry *held;
+  int nheld;
+  int failed;
+};
+
+/* Open the rail's resources from a provider info (one domain). buf_size is the
+ * largest control message. Returns 0 or a negative libfabric error (logged). */
+int srd_rail_open(struct srd_rail *rail, int index, const struct fi_info *info, int neps, size_t buf_size,
+                  const struct srd_rail_handlers *h);
+void srd_rail_close(struct srd_rail *rail);
+
+int srd_rail_av_insert(struct srd_rail *rail, const void *name, fi_addr_t *addr);
+void srd_rail_av_remove(struct srd_rail *rail, fi_addr_t addr);
+
+/* Memory registration on this rail's domain. access: FI_* access flags. */
+int srd_rail_reg(struct srd_rail *rail, void *base, size_t len, uint64_t access, int cuda_dev, int dmabuf_fd,
+                 uint64_t dmabuf_offset, struct fid_mr **mr);
+void *srd_rail_mr_desc(struct fid_mr *mr);
+uint64_t srd_rail_mr_key(struct fid_mr *mr);
+
+/* Control send buffers: NULL when none is free (the caller retries later). */
+struct srd_rail_buf *srd_rail_get_send_buf(struct srd_rail *rail);
+void srd_rail_put_send_buf(struct srd_rail_buf *buf);
+/* Send buf->data[0..len) to dest from endpoint ep; on success the buffer is
+ * returned to the pool after op.done runs. -FI_EAGAIN: nothing was posted. */
+int srd_rail_send(struct srd_rail *rail, int ep, struct srd_rail_buf *buf, size_t len, fi_addr_t dest);
+int srd_rail_write(struct srd_rail *rail, int ep, const void *src, size_t len, void *desc, uint32_t imm,
+                   fi_addr_t dest, uint64_t raddr, uint64_t key, struct srd_op *op);
+int srd_rail_read(struct srd_rail *rail, int ep, void *dst, size_t len, void *desc, fi_addr_t src, uint64_t raddr,
+                  uint64_t key, struct srd_op *op);
+
+/* Reap up to max completions and dispatch them; returns how many, or a
+ * negative error for a CQ that cannot be read. */
+int srd_rail_poll(struct srd_rail *rail, int max);
+
+#endif

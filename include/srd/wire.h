@@ -1,0 +1,121 @@
+/* What travels between peers: the 32-bit immediate data of every RDMA write,
+ * the 128-byte listen handle, and the control messages (hello, accept,
+ * clear-to-send, eager data, truncation notice, keepalive). Pure encode and
+ * decode; every decoder validates lengths and counts and rejects nonsense. */
+#ifndef SRD_WIRE_H
+#define SRD_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SRD_MAX_RECVS 8
+#define SRD_MAX_STRIPES 32
+#define SRD_SEQ_BITS 10
+#define SRD_SEQ_MASK ((1u << SRD_SEQ_BITS) - 1)
+#define SRD_COMM_INDEX_BITS 12
+#define SRD_MAX_COMMS (1 << SRD_COMM_INDEX_BITS)
+#define SRD_HANDLE_SIZE 128
+#define SRD_NAME_MAX 64
+#define SRD_MAX_PATHS 64 /* rails x endpoints per rail named in a hello */
+
+/* Immediate data: comm index (12) | message sequence mod 1024 (10) |
+ * stripe count - 1 (5) | receive entry in the group (3) | 2 spare. */
+struct srd_imm {
+  uint32_t comm_index;
+  uint32_t seq;
+  uint32_t nstripes;
+  uint32_t entry;
+};
+
+static inline uint32_t srd_imm_pack(struct srd_imm v) {
+  return (v.comm_index & (SRD_MAX_COMMS - 1)) | (v.seq & SRD_SEQ_MASK) << 12 | ((v.nstripes - 1) & 31u) << 22 |
+         (v.entry & 7u) << 27;
+}
+
+static inline struct srd_imm srd_imm_unpack(uint32_t x) {
+  struct srd_imm v = {x & (SRD_MAX_COMMS - 1), (x >> 12) & SRD_SEQ_MASK, ((x >> 22) & 31u) + 1, (x >> 27) & 7u};
+  return v;
+}
+
+/* The listen handle NCCL carries to the connecting side. */
+struct srd_handle {
+  uint32_t listener_id;
+  uint64_t cookie;
+  uint8_t name_len;
+  uint8_t name[SRD_NAME_MAX]; /* rail 0, endpoint 0 of the listener */
+};
+
+void srd_handle_encode(const struct srd_handle *h, void *out128);
+/* 0, or -1 with *why set: not ours, wrong version, bad length. */
+int srd_handle_decode(const void *in128, struct srd_handle *h, const char **why);
+
+enum srd_msg_type {
+  SRD_MSG_HELLO = 1,  /* connect -> listener */
+  SRD_MSG_ACCEPT,     /* listener -> connect */
+  SRD_MSG_CTS,        /* receiver -> sender: buffers for a group */
+  SRD_MSG_EAGER,      /* sender -> receiver: small message inline */
+  SRD_MSG_TRUNC,      /* sender -> receiver: message larger than the buffer */
+  SRD_MSG_PING,       /* either way: liveness probe, no answer */
+};
+
+struct srd_msg_peer { /* HELLO and ACCEPT */
+  uint64_t cookie;
+  uint32_t listener_id;
+  uint32_t src_comm;
+  uint8_t nrails, neps, name_len, flags;
+  const uint8_t *names; /* nrails * neps names of name_len bytes, rail-major */
+};
+#define SRD_PEER_EAGER_OK 0x1
+
+struct srd_cts_entry {
+  uint64_t addr;
+  uint64_t len;
+  int32_t tag;
+};
+
+struct srd_msg_cts {
+  uint32_t seq; /* first message sequence of the group */
+  uint8_t n, nkeys;
+  struct srd_cts_entry e[SRD_MAX_RECVS];
+  const uint8_t *keys; /* n * nkeys little-endian uint64 keys, entry-major */
+};
+
+struct srd_msg_eager {
+  uint32_t seq;
+  int32_t tag;
+  uint32_t len;
+  const void *data;
+};
+
+struct srd_msg_trunc {
+  uint32_t seq;
+  uint64_t size;
+};
+
+struct srd_msg {
+  enum srd_msg_type type;
+  uint32_t dst_comm;
+  union {
+    struct srd_msg_peer peer;
+    struct srd_msg_cts cts;
+    struct srd_msg_eager eager;
+    struct srd_msg_trunc trunc;
+  } u;
+};
+
+uint64_t srd_cts_key(const struct srd_msg_cts *cts, int entry, int rail);
+
+/* Encoders return the bytes written, or 0 when the message does not fit. */
+size_t srd_msg_encode_peer(void *buf, size_t cap, enum srd_msg_type type, uint32_t dst_comm,
+                           const struct srd_msg_peer *p);
+size_t srd_msg_encode_cts(void *buf, size_t cap, uint32_t dst_comm, const struct srd_msg_cts *c,
+                          const uint64_t *keys);
+/* Writes the eager header; the payload goes at buf + the returned size. */
+size_t srd_msg_encode_eager_header(void *buf, size_t cap, uint32_t dst_comm, uint32_t seq, int32_t tag, uint32_t len);
+size_t srd_msg_encode_trunc(void *buf, size_t cap, uint32_t dst_comm, uint32_t seq, uint64_t size);
+size_t srd_msg_encode_ping(void *buf, size_t cap, uint32_t dst_comm);
+
+/* 0 and *m (pointing into buf), or -1 with *why. */
+int srd_msg_decode(const void *buf, size_t len, struct srd_msg *m, const char **why);
+
+#endif

@@ -1,0 +1,25 @@
+#include <sched.h>
+
+#include "nccl/types.h"
+#include "srd/comm.h"
+#include "srd/log.h"
+#include "srd/param.h"
+
+void srd_comm_close(struct srd_comm *c) {
+  struct srd_dev *dev = c->dev;
+  c->closing = true;
+  for (int i = 0; i < SRD_REQS_PER_COMM; i++)
+    if (c->reqs[i].in_use && !c->reqs[i].done) srd_req_finish(&c->reqs[i], ncclInvalidUsage);
+  uint64_t deadline = srd_now_ms() + (uint64_t)srd_param_int(SRD_PARAM_CLOSE_TIMEOUT_MS);
+  while (c->ops_in_flight > 0 && srd_now_ms() < deadline) {
+    srd_dev_progress(dev);
+    if (c->ops_in_flight > 0) sched_yield();
+  }
+  if (c->ops_in_flight > 0) {
+    SRD_WARN("comm %#x closed with %d operations still held by the provider; its memory is left allocated", c->id,
+             c->ops_in_flight);
+    srd_comm_detach(c);
+    return;
+  }
+  srd_comm_free(c);
+}

@@ -1,0 +1,211 @@
+/* listen / connect / accept: non-blocking, as NCCL calls them again until a
+ * comm comes back. The hello carries a cookie from the listen handle; a hello
+ * or answer with the wrong cookie is dropped and logged. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <rdma/fi_errno.h>
+
+#include "srd/comm.h"
+#include "srd/log.h"
+#include "srd/param.h"
+
+static void our_paths(struct srd_dev *dev, struct srd_msg_peer *p, uint8_t *names) {
+  p->nrails = (uint8_t)dev->nrails;
+  p->neps = (uint8_t)dev->neps;
+  p->name_len = (uint8_t)dev->rails[0].ep_name_len;
+  for (int r = 0; r < dev->nrails; r++)
+    for (int e = 0; e < dev->neps; e++)
+      memcpy(names + (size_t)(r * dev->neps + e) * p->name_len, dev->rails[r].ep_name[e], p->name_len);
+  p->names = names;
+}
+
+/* Post a hello or answer from rail 0, endpoint 0. */
+static int post_peer_msg(struct srd_comm *c, enum srd_msg_type type, uint32_t dst, fi_addr_t dest,
+                         uint32_t listener_id) {
+  struct srd_dev *dev = c->dev;
+  struct srd_rail_buf *b = srd_rail_get_send_buf(&dev->rails[0]);
+  if (!b) return -FI_EAGAIN;
+  uint8_t names[SRD_MAX_PATHS * SRD_NAME_MAX];
+  struct srd_msg_peer p = {.cookie = c->cookie, .listener_id = listener_id, .src_comm = c->id};
+  our_paths(dev, &p, names);
+  if (type == SRD_MSG_ACCEPT && !dev->cuda) p.flags |= SRD_PEER_EAGER_OK;
+  size_t len = srd_msg_encode_peer(b->data, dev->rails[0].buf_size, type, dst, &p);
+  if (!len) {
+    srd_rail_put_send_buf(b);
+    srd_comm_fail(c, ncclInternalError, "%d paths do not fit a control message", dev->npaths);
+    return -FI_EINVAL;
+  }
+  return srd_comm_post_ctrl_to(c, b, 0, dest, len, NULL);
+}
+
+int srd_listen(struct srd_dev *dev, void *handle, struct srd_listener **out) {
+  struct srd_listener *l = calloc(1, sizeof(*l));
+  if (!l) return ncclSystemError;
+  l->dev = dev;
+  l->id = dev->next_listener_id++;
+  l->cookie = srd_random64();
+  l->next = dev->listeners;
+  dev->listeners = l;
+  struct srd_handle h = {.listener_id = l->id, .cookie = l->cookie, .name_len = (uint8_t)dev->rails[0].ep_name_len};
+  memcpy(h.name, dev->rails[0].ep_name[0], h.name_len);
+  srd_handle_encode(&h, handle);
+  *out = l;
+  return ncclSuccess;
+}
+
+static void unlink_connecting(struct srd_dev *dev, struct srd_comm *c) {
+  for (struct srd_comm **p = &dev->connecting; *p; p = &(*p)->next_connecting)
+    if (*p == c) {
+      *p = c->next_connecting;
+      return;
+    }
+}
+
+static struct srd_comm *start_connect(struct srd_dev *dev, const struct srd_handle *h, const void *key) {
+  struct srd_comm *c = srd_comm_alloc(dev, true);
+  if (!c) return NULL;
+  c->cookie = h->cookie;
+  c->connect_key = key;
+  c->listener_id = h->listener_id;
+  c->deadline_ms = srd_now_ms() + (uint64_t)srd_param_int(SRD_PARAM_CONNECT_TIMEOUT_MS);
+  if (h->name_len != dev->rails[0].ep_name_len || srd_rail_av_insert(&dev->rails[0], h->name, &c->listener_addr)) {
+    srd_comm_fail(c, ncclInvalidUsage, "the handle's address (%u bytes) is not one of provider %s (%zu bytes)",
+                  h->name_len, dev->rails[0].info->fabric_attr->prov_name, dev->rails[0].ep_name_len);
+  }
+  c->next_connecting = dev->connecting;
+  dev->connecting = c;
+  return c;
+}
+
+int srd_connect(struct srd_dev *dev, void *handle, struct srd_comm **out) {
+  struct srd_handle h;
+  const char *why;
+  *out = NULL;
+  if (srd_handle_decode(handle, &h, &why)) {
+    SRD_WARN("connect on device %d: invalid handle: %s", dev->index, why);
+    return ncclInvalidArgument;
+  }
+  struct srd_comm *c;
+  for (c = dev->connecting; c; c = c->next_connecting)
+    if (c->connect_key == handle && c->cookie == h.cookie && c->listener_id == h.listener_id) break;
+  if (!c && !(c = start_connect(dev, &h, handle))) return ncclSystemError;
+  if (!c->hello_sent && !c->result) {
+    int rc = post_peer_msg(c, SRD_MSG_HELLO, 0, c->listener_addr, c->listener_id);
+    if (rc == 0) c->hello_sent = true;
+    else if (rc != -FI_EAGAIN) srd_comm_fail(c, ncclSystemError, "cannot send the hello: %s", fi_strerror(-rc));
+  }
+  srd_dev_progress(dev);
+  if (!c->result && !c->ready && srd_now_ms() > c->deadline_ms)
+    srd_comm_fail(c, ncclRemoteError, "no answer from the listener within %lld ms (NCCL_SRD_CONNECT_TIMEOUT_MS)",
+                  (long long)srd_param_int(SRD_PARAM_CONNECT_TIMEOUT_MS));
+  if (c->result) {
+    int rc = c->result;
+    unlink_connecting(dev, c);
+    srd_comm_close(c);
+    return rc;
+  }
+  if (!c->ready) return ncclSuccess;
+  unlink_connecting(dev, c);
+  c->connect_key = NULL;
+  *out = c;
+  return ncclSuccess;
+}
+
+static struct srd_listener *find_listener(struct srd_dev *dev, uint32_t id) {
+  for (struct srd_listener *l = dev->listeners; l; l = l->next)
+    if (l->id == id) return l;
+  return NULL;
+}
+
+static void on_hello(struct srd_dev *dev, const struct srd_msg_peer *p) {
+  struct srd_listener *l = find_listener(dev, p->listener_id);
+  if (!l || l->cookie != p->cookie) {
+    SRD_WARN("device %d: hello for listener %#x with %s cookie dropped", dev->index, p->listener_id,
+             l ? "a wrong" : "no such listener; closed?");
+    return;
+  }
+  size_t names = (size_t)p->nrails * p->neps * p->name_len;
+  struct srd_pending_hello *ph = malloc(sizeof(*ph) + names);
+  if (!ph) return;
+  ph->peer = *p;
+  memcpy(ph->names, p->names, names);
+  ph->peer.names = ph->names;
+  struct srd_pending_hello **tail = &l->hellos;
+  while (*tail) tail = &(*tail)->next;
+  ph->next = NULL;
+  *tail = ph;
+}
+
+static void on_accept(struct srd_dev *dev, uint32_t dst, const struct srd_msg_peer *p) {
+  struct srd_comm *c = srd_dev_comm_by_id(dev, dst);
+  if (!c || !c->is_send || c->ready || c->cookie != p->cookie) {
+    SRD_WARN("device %d: answer for comm %#x that is not connecting (or wrong cookie) dropped", dev->index, dst);
+    return;
+  }
+  c->peer_id = p->src_comm;
+  c->eager_ok = p->flags & SRD_PEER_EAGER_OK;
+  if (srd_comm_set_peer(c, p)) return;
+  c->ready = true;
+  c->last_heard_ms = srd_now_ms();
+}
+
+void srd_handshake_on_message(struct srd_dev *dev, const struct srd_msg *m) {
+  if (m->type == SRD_MSG_HELLO) on_hello(dev, &m->u.peer);
+  else on_accept(dev, m->dst_comm, &m->u.peer);
+}
+
+int srd_accept(struct srd_listener *l, struct srd_comm **out) {
+  struct srd_dev *dev = l->dev;
+  *out = NULL;
+  srd_dev_progress(dev);
+  struct srd_comm *c = l->accepting;
+  if (!c) {
+    struct srd_pending_hello *ph = l->hellos;
+    if (!ph) return ncclSuccess;
+    l->hellos = ph->next;
+    c = srd_comm_alloc(dev, false);
+    if (!c) {
+      free(ph);
+      return ncclSystemError;
+    }
+    c->cookie = l->cookie;
+    c->peer_id = ph->peer.src_comm;
+    int rc = srd_comm_set_peer(c, &ph->peer);
+    free(ph);
+    if (rc) {
+      rc = c->result;
+      srd_comm_close(c);
+      return rc;
+    }
+    l->accepting = c;
+  }
+  int rc = post_peer_msg(c, SRD_MSG_ACCEPT, c->peer_id, c->peer[0], l->id);
+  if (rc == -FI_EAGAIN) return ncclSuccess;
+  l->accepting = NULL;
+  if (rc) {
+    rc = c->result ? c->result : ncclSystemError;
+    srd_comm_close(c);
+    return rc;
+  }
+  c->ready = true;
+  c->last_heard_ms = srd_now_ms();
+  *out = c;
+  return ncclSuccess;
+}
+
+void srd_close_listen(struct srd_listener *l) {
+  struct srd_dev *dev = l->dev;
+  for (struct srd_listener **p = &dev->listeners; *p; p = &(*p)->next)
+    if (*p == l) {
+      *p = l->next;
+      break;
+    }
+  while (l->hellos) {
+    struct srd_pending_hello *ph = l->hellos;
+    l->hellos = ph->next;
+    free(ph);
+  }
+  if (l->accepting) srd_comm_close(l->accepting);
+  free(l);
+}

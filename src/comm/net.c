@@ -1,0 +1,296 @@
+/* The internal plugin API: global state (NIC list, devices), locking, and the
+ * entry points the version shims call. */
+#include "srd/net.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rdma/fi_domain.h>
+#include <rdma/fi_errno.h>
+
+#include "nccl/net_common.h"
+#include "srd/comm.h"
+#include "srd/log.h"
+#include "srd/param.h"
+
+#define ALL_ACCESS (FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)
+
+static struct {
+  pthread_mutex_t lock; /* init/fini and lazy device opening */
+  int refs;
+  struct srd_nic_list nics;
+  struct srd_topo topo;
+  int ndevs;
+  struct srd_dev *devs;
+} g = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void mr_dereg(void *arg, void *handle) {
+  struct srd_dev *dev = arg;
+  struct srd_rail_mrs *m = handle;
+  pthread_mutex_lock(&dev->lock);
+  for (int i = 0; i < m->nrails; i++) fi_close(&m->mr[i]->fid);
+  pthread_mutex_unlock(&dev->lock);
+  free(m);
+}
+
+static int mr_reg(void *arg, void *base, size_t len, int type, int dmabuf_fd, uint64_t offset, void **handle) {
+  struct srd_dev *dev = arg;
+  struct srd_rail_mrs *m = calloc(1, sizeof(*m));
+  if (!m) return -FI_ENOMEM;
+  int rc = 0;
+  pthread_mutex_lock(&dev->lock);
+  for (int i = 0; i < dev->nrails && !rc; i++) {
+    rc = srd_rail_reg(&dev->rails[i], base, len, ALL_ACCESS, type == NCCL_PTR_CUDA ? 0 : -1, dmabuf_fd, offset,
+                      &m->mr[i]);
+    if (!rc) m->nrails++;
+  }
+  pthread_mutex_unlock(&dev->lock);
+  if (rc) {
+    mr_dereg(dev, m);
+    return rc;
+  }
+  *handle = m;
+  return 0;
+}
+
+static void group_everything(void) {
+  g.topo.ngroups = 1;
+  struct srd_device_group *grp = &g.topo.groups[0];
+  memset(grp, 0, sizeof(*grp));
+  grp->gpu = -1;
+  grp->numa = g.nics.nics[0].numa;
+  for (int i = 0; i < g.nics.n; i++) {
+    grp->rails[grp->nrails++] = i;
+    grp->speed_mbps += g.nics.nics[i].speed_mbps;
+  }
+}
+
+static int setup_devices(void) {
+  if (srd_topo_discover(&g.nics)) return -1;
+  int cap = (int)srd_param_int(SRD_PARAM_RAILS);
+  if (srd_topo_group(&g.nics, NULL, cap, &g.topo) || g.topo.ngroups == 0) {
+    SRD_WARN("NIC grouping failed; one device holds every NIC");
+    group_everything();
+  }
+  g.devs = calloc((size_t)g.topo.ngroups, sizeof(*g.devs));
+  if (!g.devs) return -1;
+  g.ndevs = g.topo.ngroups;
+  for (int d = 0; d < g.ndevs; d++) {
+    struct srd_dev *dev = &g.devs[d];
+    pthread_mutex_init(&dev->lock, NULL);
+    dev->index = d;
+    dev->nics = &g.nics;
+    dev->group = g.topo.groups[d];
+    struct srd_mr_ops ops = {mr_reg, mr_dereg, dev};
+    srd_mr_cache_init(&dev->mrs, &ops, 4096);
+  }
+  SRD_INFO(NCCL_INIT | NCCL_NET, "provider %s (%s): %d NIC(s) in %d device(s)", g.nics.provider, g.nics.reason,
+           g.nics.n, g.ndevs);
+  return 0;
+}
+
+static void teardown_devices(void) {
+  for (int d = 0; d < g.ndevs; d++) {
+    srd_mr_cache_fini(&g.devs[d].mrs);
+    srd_dev_close(&g.devs[d]);
+    pthread_mutex_destroy(&g.devs[d].lock);
+  }
+  free(g.devs);
+  g.devs = NULL;
+  g.ndevs = 0;
+  srd_topo_free(&g.nics);
+}
+
+ncclResult_t srd_net_init(ncclDebugLogger_t logger) {
+  if (logger) srd_log_set_logger(logger);
+  pthread_mutex_lock(&g.lock);
+  int rc = 0;
+  if (g.refs == 0 && setup_devices()) {
+    teardown_devices();
+    rc = -1;
+  }
+  if (!rc) g.refs++;
+  pthread_mutex_unlock(&g.lock);
+  return rc ? ncclSystemError : ncclSuccess;
+}
+
+void srd_net_fini(void) {
+  pthread_mutex_lock(&g.lock);
+  if (g.refs > 0 && --g.refs == 0) teardown_devices();
+  pthread_mutex_unlock(&g.lock);
+}
+
+ncclResult_t srd_net_devices(int *ndev) {
+  *ndev = g.ndevs;
+  return ncclSuccess;
+}
+
+static struct srd_dev *open_dev(int d) {
+  if (d < 0 || d >= g.ndevs) {
+    SRD_WARN("device %d does not exist (%d devices)", d, g.ndevs);
+    return NULL;
+  }
+  struct srd_dev *dev = &g.devs[d];
+  pthread_mutex_lock(&g.lock);
+  int rc = dev->open ? 0 : srd_dev_open(dev);
+  pthread_mutex_unlock(&g.lock);
+  return rc ? NULL : dev;
+}
+
+ncclResult_t srd_net_get_properties(int d, struct srd_props *p) {
+  if (d < 0 || d >= g.ndevs) return ncclInvalidArgument;
+  const struct srd_device_group *grp = &g.devs[d].group;
+  const struct srd_nic *nic = &g.nics.nics[grp->rails[0]];
+  memset(p, 0, sizeof(*p));
+  p->name = nic->name;
+  p->pci_path = grp->pci_path[0] ? grp->pci_path : NULL;
+  p->guid = nic->guid ? nic->guid : (uint64_t)d;
+  p->ptr_support = NCCL_PTR_HOST;
+  p->speed_mbps = grp->speed_mbps;
+  p->latency_us = 0;
+  p->max_comms = SRD_MAX_COMMS - 1;
+  p->max_recvs = SRD_MAX_RECVS;
+  size_t max_write = nic->info->ep_attr->max_msg_size;
+  if (max_write > (1ULL << 30)) max_write = 1ULL << 30;
+  p->max_p2p_bytes = max_write * SRD_MAX_STRIPES;
+  p->rail_id = d;
+  return ncclSuccess;
+}
+
+ncclResult_t srd_net_listen(int d, void *handle, void **listen_comm) {
+  struct srd_dev *dev = open_dev(d);
+  if (!dev || !handle || !listen_comm) return ncclInvalidArgument;
+  pthread_mutex_lock(&dev->lock);
+  int rc = srd_listen(dev, handle, (struct srd_listener **)listen_comm);
+  pthread_mutex_unlock(&dev->lock);
+  return (ncclResult_t)rc;
+}
+
+ncclResult_t srd_net_connect(int d, void *handle, void **send_comm) {
+  if (!send_comm) return ncclInvalidArgument;
+  *send_comm = NULL;
+  struct srd_dev *dev = open_dev(d);
+  if (!dev || !handle) return ncclInvalidArgument;
+  pthread_mutex_lock(&dev->lock);
+  int rc = srd_connect(dev, handle, (struct srd_comm **)send_comm);
+  pthread_mutex_unlock(&dev->lock);
+  return (ncclResult_t)rc;
+}
+
+ncclResult_t srd_net_accept(void *listen_comm, void **recv_comm) {
+  struct srd_listener *l = listen_comm;
+  if (!l || !recv_comm) return ncclInvalidArgument;
+  *recv_comm = NULL;
+  pthread_mutex_lock(&l->dev->lock);
+  int rc = srd_accept(l, (struct srd_comm **)recv_comm);
+  pthread_mutex_unlock(&l->dev->lock);
+  return (ncclResult_t)rc;
+}
+
+ncclResult_t srd_net_reg_mr(void *comm, void *data, size_t size, int type, int dmabuf_fd, uint64_t offset,
+                            void **mhandle) {
+  struct srd_comm *c = comm;
+  if (!c || !mhandle) return ncclInvalidArgument;
+  if (type != NCCL_PTR_HOST && !(type == NCCL_PTR_CUDA && c->dev->cuda)) {
+    SRD_WARN("cannot register memory of type %d: this device supports host memory only", type);
+    return ncclInvalidArgument;
+  }
+  struct srd_mr *mr;
+  int rc = srd_mr_acquire(&c->dev->mrs, data, size, type, dmabuf_fd, offset, &mr);
+  if (rc) {
+    SRD_WARN("registration of %zu bytes at %p failed (%d)", size, data, rc);
+    return ncclSystemError;
+  }
+  *mhandle = mr;
+  return ncclSuccess;
+}
+
+ncclResult_t srd_net_dereg_mr(void *comm, void *mhandle) {
+  struct srd_comm *c = comm;
+  if (!c || !mhandle) return ncclInvalidArgument;
+  if (srd_mr_release(&c->dev->mrs, mhandle)) {
+    SRD_WARN("deregMr: %p is not a registration of this device", mhandle);
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t srd_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void **request) {
+  struct srd_comm *c = send_comm;
+  if (!c || !c->is_send || !request) return ncclInvalidArgument;
+  pthread_mutex_lock(&c->dev->lock);
+  int rc = srd_proto_isend(c, data, size, tag, mhandle, (struct srd_req **)request);
+  if (rc == 0 && !*request) {
+    /* No clear-to-send yet: reap what arrived and look once more. */
+    srd_dev_progress(c->dev);
+    rc = srd_proto_isend(c, data, size, tag, mhandle, (struct srd_req **)request);
+  }
+  pthread_mutex_unlock(&c->dev->lock);
+  return (ncclResult_t)rc;
+}
+
+ncclResult_t srd_net_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags, void **mhandles,
+                           void **request) {
+  struct srd_comm *c = recv_comm;
+  if (!c || c->is_send || !request || !data || !sizes || !mhandles) return ncclInvalidArgument;
+  pthread_mutex_lock(&c->dev->lock);
+  int rc = srd_proto_irecv(c, n, data, sizes, tags, (struct srd_mr **)mhandles, (struct srd_req **)request);
+  pthread_mutex_unlock(&c->dev->lock);
+  return (ncclResult_t)rc;
+}
+
+ncclResult_t srd_net_iflush(void *recv_comm, int n, void **data, const int *sizes, void **mhandles, void **request) {
+  /* Host memory only: received bytes are visible once the receive is done. */
+  (void)recv_comm, (void)n, (void)data, (void)sizes, (void)mhandles;
+  *request = NULL;
+  return ncclSuccess;
+}
+
+static int clamp_int(size_t v) { return v > INT_MAX ? INT_MAX : (int)v; }
+
+ncclResult_t srd_net_test(void *request, int *done, int *sizes) {
+  struct srd_req *r = request;
+  if (!r || !done || !r->in_use || r->released) return ncclInvalidArgument;
+  struct srd_comm *c = r->comm;
+  pthread_mutex_lock(&c->dev->lock);
+  if (!r->done) srd_dev_progress(c->dev);
+  if (!r->done && c->result) srd_req_finish(r, c->result);
+  *done = r->done;
+  int rc = ncclSuccess;
+  if (r->done) {
+    rc = r->result;
+    if (sizes) {
+      if (r->kind == SRD_REQ_RECV)
+        for (int i = 0; i < r->n; i++) sizes[i] = clamp_int(r->e[i].got);
+      else
+        sizes[0] = clamp_int(r->size);
+    }
+    srd_req_release(r);
+  }
+  pthread_mutex_unlock(&c->dev->lock);
+  return (ncclResult_t)rc;
+}
+
+static ncclResult_t close_comm(struct srd_comm *c) {
+  if (!c) return ncclInvalidArgument;
+  struct srd_dev *dev = c->dev;
+  pthread_mutex_lock(&dev->lock);
+  srd_comm_close(c);
+  pthread_mutex_unlock(&dev->lock);
+  return ncclSuccess;
+}
+
+ncclResult_t srd_net_close_send(void *send_comm) { return close_comm(send_comm); }
+ncclResult_t srd_net_close_recv(void *recv_comm) { return close_comm(recv_comm); }
+
+ncclResult_t srd_net_close_listen(void *listen_comm) {
+  struct srd_listener *l = listen_comm;
+  if (!l) return ncclInvalidArgument;
+  struct srd_dev *dev = l->dev;
+  pthread_mutex_lock(&dev->lock);
+  srd_close_listen(l);
+  pthread_mutex_unlock(&dev->lock);
+  return ncclSuccess;
+}

@@ -1,0 +1,124 @@
+#include "srd/mr.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "srd/log.h"
+
+/* Overlapping registrations are legal (a buffer registered inside a larger
+ * one that was released meanwhile, or different types); a lookup scans back
+ * this far from the binary-search position. */
+#define LOOKBACK 8
+
+void srd_mr_cache_init(struct srd_mr_cache *c, const struct srd_mr_ops *ops, size_t page) {
+  memset(c, 0, sizeof(*c));
+  pthread_mutex_init(&c->lock, NULL);
+  c->ops = *ops;
+  c->page = page ? page : 4096;
+}
+
+void srd_mr_cache_fini(struct srd_mr_cache *c) {
+  for (int i = 0; i < c->n; i++) {
+    c->ops.dereg(c->ops.arg, c->sorted[i]->handle);
+    free(c->sorted[i]);
+  }
+  free(c->sorted);
+  pthread_mutex_destroy(&c->lock);
+  c->sorted = NULL;
+  c->n = c->cap = 0;
+}
+
+/* First index whose base is greater than addr. */
+static int upper_bound(const struct srd_mr_cache *c, uintptr_t addr) {
+  int lo = 0, hi = c->n;
+  while (lo < hi) {
+    int mid = (lo + hi) / 2;
+    if (c->sorted[mid]->base <= addr) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+static struct srd_mr *lookup(const struct srd_mr_cache *c, void *addr, size_t len, int type) {
+  int i = upper_bound(c, (uintptr_t)addr);
+  for (int k = i - 1; k >= 0 && k >= i - LOOKBACK; k--) {
+    struct srd_mr *m = c->sorted[k];
+    if (m->type == type && m->handle && srd_mr_covers(m, addr, len)) return m;
+  }
+  return NULL;
+}
+
+static int insert(struct srd_mr_cache *c, struct srd_mr *m) {
+  if (c->n == c->cap) {
+    int cap = c->cap ? c->cap * 2 : 16;
+    struct srd_mr **s = realloc(c->sorted, (size_t)cap * sizeof(*s));
+    if (!s) return -ENOMEM;
+    c->sorted = s;
+    c->cap = cap;
+  }
+  int i = upper_bound(c, m->base);
+  memmove(&c->sorted[i + 1], &c->sorted[i], (size_t)(c->n - i) * sizeof(*c->sorted));
+  c->sorted[i] = m;
+  c->n++;
+  return 0;
+}
+
+int srd_mr_acquire(struct srd_mr_cache *c, void *addr, size_t len, int type, int dmabuf_fd, uint64_t dmabuf_offset,
+                   struct srd_mr **out) {
+  if (!addr && len) return -EINVAL;
+  if ((uintptr_t)addr > UINTPTR_MAX - len - c->page) return -EINVAL;
+  pthread_mutex_lock(&c->lock);
+  struct srd_mr *m = dmabuf_fd < 0 ? lookup(c, addr, len, type) : NULL;
+  if (m) {
+    m->refs++;
+    pthread_mutex_unlock(&c->lock);
+    *out = m;
+    return 0;
+  }
+  int rc = -ENOMEM;
+  if (!(m = calloc(1, sizeof(*m)))) goto out;
+  uintptr_t start = (uintptr_t)addr, end = start + (len ? len : 1);
+  if (dmabuf_fd < 0) {
+    /* Whole pages: NCCL's next buffer in the same pages then hits the cache. */
+    start &= ~(uintptr_t)(c->page - 1);
+    end = (end + c->page - 1) & ~(uintptr_t)(c->page - 1);
+  }
+  m->base = start;
+  m->len = end - start;
+  m->type = type;
+  m->refs = 1;
+  uint64_t off = dmabuf_offset;
+  if ((rc = c->ops.reg(c->ops.arg, (void *)m->base, m->len, type, dmabuf_fd, off, &m->handle))) goto out;
+  if ((rc = insert(c, m))) {
+    c->ops.dereg(c->ops.arg, m->handle);
+    goto out;
+  }
+  *out = m;
+  m = NULL;
+out:
+  pthread_mutex_unlock(&c->lock);
+  free(m);
+  return rc;
+}
+
+int srd_mr_release(struct srd_mr_cache *c, struct srd_mr *mr) {
+  pthread_mutex_lock(&c->lock);
+  /* A linear scan, not a lookup through mr: a stale or foreign handle must be
+   * rejected without being dereferenced. Deregistration is rare. */
+  int found = -1;
+  for (int k = 0; k < c->n && found < 0; k++)
+    if (c->sorted[k] == mr) found = k;
+  if (found < 0) {
+    pthread_mutex_unlock(&c->lock);
+    return -1;
+  }
+  if (--mr->refs == 0) {
+    memmove(&c->sorted[found], &c->sorted[found + 1], (size_t)(c->n - found - 1) * sizeof(*c->sorted));
+    c->n--;
+    c->ops.dereg(c->ops.arg, mr->handle);
+    free(mr);
+  }
+  pthread_mutex_unlock(&c->lock);
+  return 0;
+}

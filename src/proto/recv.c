@@ -1,0 +1,157 @@
+#include <stdlib.h>
+#include <string.h>
+
+#include <rdma/fi_errno.h>
+
+#include "nccl/types.h"
+#include "srd/log.h"
+#include "srd/proto.h"
+
+static void entry_complete(struct srd_req *r, struct srd_recv_entry *e) {
+  e->complete = true;
+  if (++r->entries_done == r->n) srd_req_finish(r, r->result);
+}
+
+/* Eager data for entry-matching by tag, as the sender matched the CTS. */
+static void deliver_eager(struct srd_req *r, int32_t tag, uint32_t len, const void *data) {
+  struct srd_comm *c = r->comm;
+  for (int i = 0; i < r->n; i++) {
+    struct srd_recv_entry *e = &r->e[i];
+    if (e->complete || e->tag != tag || e->stripes_seen) continue;
+    if (len > e->cap) {
+      SRD_WARN("recv comm %#x: message of %u bytes does not fit the %zu-byte buffer (tag %d)", c->id, len, e->cap,
+               tag);
+      r->result = ncclInvalidUsage;
+    } else {
+      if (len) memcpy(e->buf, data, len);
+      e->got = len;
+    }
+    entry_complete(r, e);
+    return;
+  }
+  srd_comm_fail(c, ncclRemoteError, "eager message with tag %d matches no buffer of receive %u", tag, r->seq);
+}
+
+static struct srd_req *recv_for_seq(struct srd_comm *c, uint32_t seq) {
+  struct srd_req *r = c->by_seq[seq & SRD_SEQ_MASK];
+  if (r && r->kind == SRD_REQ_RECV && seq - r->seq < (uint32_t)r->n) return r;
+  return NULL;
+}
+
+void srd_proto_on_eager(struct srd_comm *c, const struct srd_msg_eager *m) {
+  struct srd_req *r = recv_for_seq(c, m->seq);
+  if (r) {
+    deliver_eager(r, m->tag, m->len, m->data);
+    return;
+  }
+  struct srd_unexpected *u = malloc(sizeof(*u) + m->len);
+  if (!u) {
+    srd_comm_fail(c, ncclSystemError, "out of memory holding an early eager message");
+    return;
+  }
+  u->seq = m->seq;
+  u->tag = m->tag;
+  u->len = m->len;
+  if (m->len) memcpy(u->data, m->data, m->len);
+  u->next = c->unexpected;
+  c->unexpected = u;
+}
+
+void srd_proto_on_trunc(struct srd_comm *c, const struct srd_msg_trunc *m) {
+  struct srd_req *r = recv_for_seq(c, m->seq);
+  if (!r) return;
+  SRD_WARN("recv comm %#x: the peer's message of %llu bytes is larger than the posted buffer", c->id,
+           (unsigned long long)m->size);
+  srd_req_finish(r, ncclInvalidUsage);
+}
+
+void srd_proto_on_write(struct srd_comm *c, struct srd_imm imm, size_t len) {
+  struct srd_req *r = c->by_seq[imm.seq];
+  if (!r || r->kind != SRD_REQ_RECV || r->done || imm.entry >= (uint32_t)r->n || r->e[imm.entry].complete) {
+    srd_comm_fail(c, ncclRemoteError, "write for sequence %u entry %u matches no open receive", imm.seq, imm.entry);
+    return;
+  }
+  struct srd_recv_entry *e = &r->e[imm.entry];
+  e->stripes_total = imm.nstripes;
+  e->got += len;
+  if (++e->stripes_seen == e->stripes_total) entry_complete(r, e);
+}
+
+static int post_cts(struct srd_req *r) {
+  struct srd_comm *c = r->comm;
+  struct srd_dev *dev = c->dev;
+  int path;
+  struct srd_rail_buf *b = srd_comm_ctrl_buf(c, &path);
+  if (!b) return -FI_EAGAIN;
+  struct srd_msg_cts m = {.seq = r->seq, .n = (uint8_t)r->n, .nkeys = (uint8_t)dev->nrails};
+  uint64_t keys[SRD_MAX_RECVS * SRD_MAX_RAILS];
+  for (int i = 0; i < r->n; i++) {
+    const struct srd_recv_entry *e = &r->e[i];
+    struct srd_rail_mrs *mrs = e->mr->handle;
+    uintptr_t a = (uintptr_t)e->buf;
+    m.e[i].addr = dev->rails[0].virt_addr ? a : a - e->mr->base;
+    m.e[i].len = e->cap;
+    m.e[i].tag = e->tag;
+    for (int l = 0; l < dev->nrails; l++) keys[i * dev->nrails + l] = srd_rail_mr_key(mrs->mr[l]);
+  }
+  size_t len = srd_msg_encode_cts(b->data, dev->rails[path / dev->neps].buf_size, c->peer_id, &m, keys);
+  return srd_comm_post_ctrl(c, b, path, len, NULL);
+}
+
+int srd_proto_post_cts(struct srd_req *r) {
+  int rc = post_cts(r);
+  if (rc == -FI_EAGAIN) {
+    srd_pending_add(r);
+    return rc;
+  }
+  r->cts_pending = false;
+  if (rc) srd_req_finish(r, ncclSystemError);
+  return rc;
+}
+
+int srd_proto_irecv(struct srd_comm *c, int n, void **data, const size_t *sizes, const int *tags, struct srd_mr **mrs,
+                    struct srd_req **out) {
+  *out = NULL;
+  if (c->result) return c->result;
+  if (n < 1 || n > SRD_MAX_RECVS) {
+    SRD_WARN("recv comm %#x: %d buffers in one receive (1..%d allowed)", c->id, n, SRD_MAX_RECVS);
+    return ncclInvalidArgument;
+  }
+  for (int i = 0; i < n; i++)
+    if (!mrs[i] || (sizes[i] && !srd_mr_covers(mrs[i], data[i], sizes[i]))) {
+      SRD_WARN("recv comm %#x: buffer %d (%zu bytes at %p) is outside its registration", c->id, i, sizes[i], data[i]);
+      return ncclInvalidArgument;
+    }
+  for (int i = 0; i < n; i++)
+    if (c->by_seq[(c->next_seq + (uint32_t)i) & SRD_SEQ_MASK]) {
+      SRD_WARN("recv comm %#x: more than %u receive buffers outstanding", c->id, SRD_SEQ_MASK + 1);
+      return ncclInternalError;
+    }
+  struct srd_req *r = srd_req_get(c, SRD_REQ_RECV);
+  if (!r) {
+    SRD_WARN("recv comm %#x: more than %d requests in flight", c->id, SRD_REQS_PER_COMM);
+    return ncclInternalError;
+  }
+  r->seq = c->next_seq;
+  r->n = n;
+  for (int i = 0; i < n; i++) {
+    r->e[i] = (struct srd_recv_entry){.buf = data[i], .cap = sizes[i], .tag = tags ? tags[i] : 0, .mr = mrs[i]};
+    c->by_seq[(r->seq + (uint32_t)i) & SRD_SEQ_MASK] = r;
+  }
+  c->next_seq += (uint32_t)n;
+  for (struct srd_unexpected **p = &c->unexpected; *p;) {
+    struct srd_unexpected *u = *p;
+    if (u->seq - r->seq < (uint32_t)n) {
+      *p = u->next;
+      deliver_eager(r, u->tag, u->len, u->data);
+      free(u);
+    } else {
+      p = &u->next;
+    }
+  }
+  *out = r;
+  if (r->done) return 0; /* everything came eagerly: no clear-to-send */
+  r->cts_pending = true;
+  int rc = srd_proto_post_cts(r);
+  return rc == -FI_EAGAIN ? 0 : rc ? c->result : 0;
+}

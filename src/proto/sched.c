@@ -1,0 +1,38 @@
+#include "srd/sched.h"
+
+static size_t div_up(size_t a, size_t b) { return a / b + (a % b != 0); }
+
+int srd_sched_split(const struct srd_sched_params *p, size_t size, unsigned *cursor, struct srd_stripe *out,
+                    int max_out) {
+  int npaths = p->npaths > 0 ? p->npaths : 1;
+  size_t max_write = p->max_write ? p->max_write : size;
+  size_t min_stripe = p->min_stripe < SRD_STRIPE_ALIGN ? SRD_STRIPE_ALIGN : p->min_stripe;
+  size_t want = 1;
+  if (size >= p->threshold && npaths > 1) {
+    want = size / min_stripe;
+    if (want > (size_t)npaths) want = (size_t)npaths;
+    if (want < 1) want = 1;
+  }
+  if (max_write && div_up(size, max_write) > want) want = div_up(size, max_write);
+  if (want > (size_t)max_out) return -1;
+  size_t stripe = div_up(size, want);
+  if (want > 1) stripe = div_up(stripe, SRD_STRIPE_ALIGN) * SRD_STRIPE_ALIGN;
+  /* Alignment may overshoot the write limit: then take whole aligned units
+   * of it instead. */
+  if (stripe > max_write) stripe = max_write / SRD_STRIPE_ALIGN * SRD_STRIPE_ALIGN;
+  if (!stripe) stripe = size ? size : 1;
+  int n = 0;
+  unsigned start = *cursor;
+  size_t off = 0;
+  do {
+    if (n == max_out) return -1;
+    size_t len = size - off < stripe ? size - off : stripe;
+    out[n].path = (int)((start + (unsigned)n) % (unsigned)npaths);
+    out[n].offset = off;
+    out[n].len = len;
+    off += len;
+    n++;
+  } while (off < size);
+  *cursor = start + (unsigned)n;
+  return n;
+}

@@ -1,0 +1,233 @@
+#include <stdlib.h>
+#include <string.h>
+
+#include <rdma/fi_errno.h>
+
+#include "nccl/types.h"
+#include "srd/log.h"
+#include "srd/proto.h"
+
+/* Serial-number comparison: sequences wrap at 2^32. */
+static bool seq_before(uint32_t a, uint32_t b) { return (int32_t)(a - b) < 0; }
+
+static void release_cts(struct srd_comm *c, struct srd_cts_rec *rec) {
+  rec->valid = false;
+  if (c->cur == rec) c->cur = NULL;
+}
+
+/* The clear-to-send covering sequence k, if it has arrived. */
+static struct srd_cts_rec *cts_for(struct srd_comm *c, uint32_t k) {
+  struct srd_cts_rec *rec = c->cur;
+  if (rec && !seq_before(k, rec->seq) && seq_before(k, rec->seq + (uint32_t)rec->n)) return rec;
+  for (int i = 0; i < SRD_CTS_RECORDS; i++)
+    if (c->cts[i].valid && c->cts[i].seq == k) return c->cur = &c->cts[i];
+  return NULL;
+}
+
+static int claim_entry(struct srd_cts_rec *rec, int tag) {
+  for (int j = 0; j < rec->n; j++)
+    if (!(rec->used & 1u << j) && rec->e[j].tag == tag) {
+      rec->used |= 1u << j;
+      return j;
+    }
+  return -1;
+}
+
+void srd_proto_on_cts(struct srd_comm *c, const struct srd_msg_cts *m) {
+  if (m->nkeys != c->remote_rails) {
+    srd_comm_fail(c, ncclRemoteError, "clear-to-send carries %d keys for %d peer rails", m->nkeys, c->remote_rails);
+    return;
+  }
+  uint32_t end = m->seq + m->n;
+  if (!seq_before(c->next_seq, end)) return; /* everything in it went eagerly */
+  struct srd_cts_rec *rec = NULL;
+  for (int i = 0; i < SRD_CTS_RECORDS && !rec; i++)
+    if (!c->cts[i].valid) rec = &c->cts[i];
+  if (!rec) {
+    srd_comm_fail(c, ncclInternalError, "more than %d clear-to-send messages outstanding", SRD_CTS_RECORDS);
+    return;
+  }
+  if (!rec->keys && !(rec->keys = calloc(SRD_MAX_RECVS * (size_t)c->remote_rails, sizeof(uint64_t)))) {
+    srd_comm_fail(c, ncclSystemError, "out of memory");
+    return;
+  }
+  rec->valid = true;
+  rec->seq = m->seq;
+  rec->n = m->n;
+  rec->used = 0;
+  for (int j = 0; j < m->n; j++) {
+    rec->e[j] = m->e[j];
+    for (int r = 0; r < c->remote_rails; r++) rec->keys[j * c->remote_rails + r] = srd_cts_key(m, j, r);
+  }
+  /* Messages of this group that already went eagerly used their buffers. */
+  for (uint32_t k = m->seq; seq_before(k, c->next_seq); k++) claim_entry(rec, c->sent_tag[k & SRD_SEQ_MASK]);
+  if (seq_before(m->seq, c->next_seq)) c->cur = rec;
+}
+
+static void stripe_done(struct srd_op *op, int err, const char *errstr) {
+  struct srd_req *r = op->owner;
+  struct srd_comm *c = r->comm;
+  c->ops_in_flight--;
+  if (err) {
+    srd_comm_fail(c, ncclRemoteError, "RDMA write failed: %s", errstr ? errstr : fi_strerror(-err));
+    srd_req_finish(r, ncclRemoteError);
+  } else if (++r->completed == r->nstripes) {
+    srd_req_finish(r, 0);
+  }
+  srd_req_op_done(r);
+}
+
+/* Post what the provider accepts; the rest waits on the pending list. */
+static int post_stripes(struct srd_req *r) {
+  struct srd_comm *c = r->comm;
+  struct srd_dev *dev = c->dev;
+  while (r->posted < r->nstripes) {
+    const struct srd_stripe *s = &r->stripes[r->posted];
+    int l = s->path / dev->neps;
+    struct srd_rail *rail = &dev->rails[l];
+    struct srd_op *op = &r->ops[r->posted];
+    struct srd_rail_mrs *mrs = r->mr->handle;
+    struct srd_imm imm = {c->peer_id & (SRD_MAX_COMMS - 1), r->seq, (uint32_t)r->nstripes, (uint32_t)r->remote_entry};
+    op->done = stripe_done;
+    op->owner = r;
+    int rc = srd_rail_write(rail, s->path % dev->neps, r->buf + s->offset, s->len, srd_rail_mr_desc(mrs->mr[l]),
+                            srd_imm_pack(imm), c->peer[s->path], r->raddr + s->offset, r->rkey[l], op);
+    if (rc == -FI_EAGAIN) return -FI_EAGAIN;
+    if (rc) {
+      srd_comm_fail(c, ncclSystemError, "fi_writedata on rail %s failed: %s", rail->name, fi_strerror(-rc));
+      srd_req_finish(r, ncclSystemError);
+      return rc;
+    }
+    r->posted++;
+    r->outstanding++;
+    c->ops_in_flight++;
+  }
+  return 0;
+}
+
+void srd_proto_post_pending(struct srd_dev *dev) {
+  struct srd_req *r = dev->pending_head;
+  while (r) {
+    struct srd_req *next = r->next_pending;
+    int rc = r->kind == SRD_REQ_SEND ? post_stripes(r) : srd_proto_post_cts(r);
+    if (rc == -FI_EAGAIN) break; /* the queue is full: keep the order */
+    if (r->on_pending) {
+      dev->pending_head = next;
+      if (!next) dev->pending_tail = NULL;
+      r->on_pending = false;
+    }
+    r = next;
+  }
+}
+
+static int send_eager(struct srd_comm *c, const void *data, size_t size, int tag, struct srd_req **out) {
+  int path;
+  struct srd_rail_buf *b = srd_comm_ctrl_buf(c, &path);
+  if (!b) return 0;
+  struct srd_req *r = srd_req_get(c, SRD_REQ_SEND);
+  if (!r) {
+    srd_rail_put_send_buf(b);
+    srd_comm_fail(c, ncclInternalError, "more than %d requests in flight", SRD_REQS_PER_COMM);
+    return c->result;
+  }
+  size_t cap = c->dev->rails[path / c->dev->neps].buf_size;
+  size_t hdr = srd_msg_encode_eager_header(b->data, cap, c->peer_id, c->next_seq, tag, (uint32_t)size);
+  if (size) memcpy(b->data + hdr, data, size);
+  r->seq = c->next_seq;
+  r->size = size;
+  r->outstanding = 1;
+  int rc = srd_comm_post_ctrl(c, b, path, hdr + size, r);
+  if (rc) {
+    r->outstanding = 0;
+    srd_req_release(r);
+    return rc == -FI_EAGAIN ? 0 : c->result;
+  }
+  c->sent_tag[c->next_seq & SRD_SEQ_MASK] = tag;
+  c->next_seq++;
+  *out = r;
+  return 0;
+}
+
+/* The peer's buffer is too small: tell it (its receive fails too, rather than
+ * waiting forever) and fail this send. */
+static int reject_oversized(struct srd_comm *c, size_t size, const struct srd_cts_entry *e, struct srd_req **out) {
+  int path;
+  struct srd_rail_buf *b = srd_comm_ctrl_buf(c, &path);
+  struct srd_req *r = b ? srd_req_get(c, SRD_REQ_SEND) : NULL;
+  if (!r) {
+    if (b) srd_rail_put_send_buf(b);
+    return -FI_EAGAIN;
+  }
+  size_t len = srd_msg_encode_trunc(b->data, c->dev->rails[path / c->dev->neps].buf_size, c->peer_id, c->next_seq,
+                                    size);
+  if (srd_comm_post_ctrl(c, b, path, len, NULL)) {
+    srd_req_release(r);
+    return -FI_EAGAIN;
+  }
+  SRD_WARN("send comm %#x: message of %zu bytes is larger than the peer's buffer of %llu bytes (tag %d)", c->id, size,
+           (unsigned long long)e->len, e->tag);
+  srd_req_finish(r, ncclInvalidUsage);
+  *out = r;
+  return 0;
+}
+
+int srd_proto_isend(struct srd_comm *c, const void *data, size_t size, int tag, struct srd_mr *mr,
+                    struct srd_req **out) {
+  struct srd_dev *dev = c->dev;
+  *out = NULL;
+  if (c->result) return c->result;
+  if (size && (!mr || !srd_mr_covers(mr, data, size))) {
+    SRD_WARN("send comm %#x: %zu bytes at %p are outside their registration", c->id, size, data);
+    return ncclInvalidArgument;
+  }
+  uint32_t k = c->next_seq;
+  struct srd_cts_rec *rec = cts_for(c, k);
+  if (!rec || size == 0) {
+    if (size <= dev->eager_max && (c->eager_ok || size == 0)) {
+      int rc = send_eager(c, data, size, tag, out);
+      if (rc == 0 && *out && rec) claim_entry(rec, tag);
+      if (rec && rec->used == (1u << rec->n) - 1) release_cts(c, rec);
+      return rc;
+    }
+    if (!c->waiting_since_ms) c->waiting_since_ms = srd_now_ms();
+    return 0;
+  }
+  c->waiting_since_ms = 0;
+  int j = claim_entry(rec, tag);
+  if (j < 0) {
+    srd_comm_fail(c, ncclInvalidUsage, "send with tag %d matches no buffer of the peer's receive (sequence %u)", tag,
+                  k);
+    return c->result;
+  }
+  if (size > rec->e[j].len) {
+    if (reject_oversized(c, size, &rec->e[j], out)) {
+      rec->used &= ~(1u << j);
+      return 0;
+    }
+  } else {
+    struct srd_req *r = srd_req_get(c, SRD_REQ_SEND);
+    if (!r) {
+      rec->used &= ~(1u << j);
+      srd_comm_fail(c, ncclInternalError, "more than %d requests in flight", SRD_REQS_PER_COMM);
+      return c->result;
+    }
+    r->seq = k;
+    r->remote_entry = j;
+    r->buf = data;
+    r->size = size;
+    r->mr = mr;
+    r->raddr = rec->e[j].addr;
+    for (int l = 0; l < dev->nrails; l++) r->rkey[l] = rec->keys[j * c->remote_rails + l % c->remote_rails];
+    r->nstripes = srd_sched_split(&dev->sched, size, &c->sched_cursor, r->stripes, SRD_MAX_STRIPES);
+    if (r->nstripes < 0) {
+      srd_req_release(r);
+      srd_comm_fail(c, ncclInvalidArgument, "message of %zu bytes needs more than %d writes", size, SRD_MAX_STRIPES);
+      return c->result;
+    }
+    if (post_stripes(r) == -FI_EAGAIN) srd_pending_add(r);
+    *out = r;
+  }
+  c->next_seq++;
+  if (rec->used == (1u << rec->n) - 1) release_cts(c, rec);
+  return 0;
+}

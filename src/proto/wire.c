@@ -1,0 +1,238 @@
+#include "srd/wire.h"
+
+#include <string.h>
+
+#define MSG_MAGIC 0x5352u /* "SR" */
+#define MSG_VERSION 1
+#define HANDLE_MAGIC 0x31445253u /* "SRD1" */
+#define HDR_SIZE 8
+
+/* Little-endian byte cursor: peers may differ in alignment, never in meaning. */
+struct cur {
+  uint8_t *w;
+  const uint8_t *r;
+  size_t left;
+  int bad;
+};
+
+static void put(struct cur *c, uint64_t v, int bytes) {
+  if ((size_t)bytes > c->left) {
+    c->bad = 1;
+    return;
+  }
+  for (int i = 0; i < bytes; i++) *c->w++ = (uint8_t)(v >> (8 * i));
+  c->left -= (size_t)bytes;
+}
+
+static void put_bytes(struct cur *c, const void *p, size_t n) {
+  if (n > c->left) {
+    c->bad = 1;
+    return;
+  }
+  memcpy(c->w, p, n);
+  c->w += n;
+  c->left -= n;
+}
+
+static uint64_t get(struct cur *c, int bytes) {
+  if ((size_t)bytes > c->left) {
+    c->bad = 1;
+    return 0;
+  }
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; i++) v |= (uint64_t)*c->r++ << (8 * i);
+  c->left -= (size_t)bytes;
+  return v;
+}
+
+static const uint8_t *get_bytes(struct cur *c, size_t n) {
+  if (n > c->left) {
+    c->bad = 1;
+    return NULL;
+  }
+  const uint8_t *p = c->r;
+  c->r += n;
+  c->left -= n;
+  return p;
+}
+
+static struct cur writer(void *buf, size_t cap) { return (struct cur){.w = buf, .left = cap}; }
+static struct cur reader(const void *buf, size_t len) { return (struct cur){.r = buf, .left = len}; }
+
+static size_t written(const struct cur *c, const void *buf) { return c->bad ? 0 : (size_t)(c->w - (uint8_t *)buf); }
+
+void srd_handle_encode(const struct srd_handle *h, void *out128) {
+  memset(out128, 0, SRD_HANDLE_SIZE);
+  struct cur c = writer(out128, SRD_HANDLE_SIZE);
+  put(&c, HANDLE_MAGIC, 4);
+  put(&c, MSG_VERSION, 1);
+  put(&c, h->name_len, 1);
+  put(&c, 0, 2);
+  put(&c, h->listener_id, 4);
+  put(&c, 0, 4);
+  put(&c, h->cookie, 8);
+  put_bytes(&c, h->name, h->name_len);
+}
+
+int srd_handle_decode(const void *in128, struct srd_handle *h, const char **why) {
+  struct cur c = reader(in128, SRD_HANDLE_SIZE);
+  memset(h, 0, sizeof(*h));
+  if (get(&c, 4) != HANDLE_MAGIC) return *why = "not an SRD handle (bad magic)", -1;
+  if (get(&c, 1) != MSG_VERSION) return *why = "handle from an incompatible nccl-srd version", -1;
+  h->name_len = (uint8_t)get(&c, 1);
+  get(&c, 2);
+  h->listener_id = (uint32_t)get(&c, 4);
+  get(&c, 4);
+  h->cookie = get(&c, 8);
+  if (h->name_len == 0 || h->name_len > SRD_NAME_MAX) return *why = "handle has a bad address length", -1;
+  const uint8_t *name = get_bytes(&c, h->name_len);
+  if (!name) return *why = "handle address overruns the handle", -1;
+  memcpy(h->name, name, h->name_len);
+  if (h->cookie == 0) return *why = "handle has no cookie", -1;
+  return 0;
+}
+
+static void put_header(struct cur *c, enum srd_msg_type type, uint32_t dst_comm) {
+  put(c, MSG_MAGIC, 2);
+  put(c, MSG_VERSION, 1);
+  put(c, type, 1);
+  put(c, dst_comm, 4);
+}
+
+size_t srd_msg_encode_peer(void *buf, size_t cap, enum srd_msg_type type, uint32_t dst_comm,
+                           const struct srd_msg_peer *p) {
+  struct cur c = writer(buf, cap);
+  size_t names = (size_t)p->nrails * p->neps * p->name_len;
+  put_header(&c, type, dst_comm);
+  put(&c, p->cookie, 8);
+  put(&c, p->listener_id, 4);
+  put(&c, p->src_comm, 4);
+  put(&c, p->nrails, 1);
+  put(&c, p->neps, 1);
+  put(&c, p->name_len, 1);
+  put(&c, p->flags, 1);
+  put_bytes(&c, p->names, names);
+  return written(&c, buf);
+}
+
+size_t srd_msg_encode_cts(void *buf, size_t cap, uint32_t dst_comm, const struct srd_msg_cts *m,
+                          const uint64_t *keys) {
+  struct cur c = writer(buf, cap);
+  put_header(&c, SRD_MSG_CTS, dst_comm);
+  put(&c, m->seq, 4);
+  put(&c, m->n, 1);
+  put(&c, m->nkeys, 1);
+  put(&c, 0, 2);
+  for (int i = 0; i < m->n; i++) {
+    put(&c, m->e[i].addr, 8);
+    put(&c, m->e[i].len, 8);
+    put(&c, (uint32_t)m->e[i].tag, 4);
+    for (int k = 0; k < m->nkeys; k++) put(&c, keys[i * m->nkeys + k], 8);
+  }
+  return written(&c, buf);
+}
+
+size_t srd_msg_encode_eager_header(void *buf, size_t cap, uint32_t dst_comm, uint32_t seq, int32_t tag, uint32_t len) {
+  struct cur c = writer(buf, cap);
+  put_header(&c, SRD_MSG_EAGER, dst_comm);
+  put(&c, seq, 4);
+  put(&c, (uint32_t)tag, 4);
+  put(&c, len, 4);
+  if (c.left < len) return 0;
+  return written(&c, buf);
+}
+
+size_t srd_msg_encode_trunc(void *buf, size_t cap, uint32_t dst_comm, uint32_t seq, uint64_t size) {
+  struct cur c = writer(buf, cap);
+  put_header(&c, SRD_MSG_TRUNC, dst_comm);
+  put(&c, seq, 4);
+  put(&c, size, 8);
+  return written(&c, buf);
+}
+
+size_t srd_msg_encode_ping(void *buf, size_t cap, uint32_t dst_comm) {
+  struct cur c = writer(buf, cap);
+  put_header(&c, SRD_MSG_PING, dst_comm);
+  return written(&c, buf);
+}
+
+uint64_t srd_cts_key(const struct srd_msg_cts *cts, int entry, int rail) {
+  /* Each entry record: addr (8), len (8), tag (4), then nkeys keys (8 each). */
+  const uint8_t *p = cts->keys + (size_t)entry * (20 + (size_t)cts->nkeys * 8) + 20 + (size_t)rail * 8;
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
+  return v;
+}
+
+static int decode_peer(struct cur *c, struct srd_msg_peer *p, const char **why) {
+  p->cookie = get(c, 8);
+  p->listener_id = (uint32_t)get(c, 4);
+  p->src_comm = (uint32_t)get(c, 4);
+  p->nrails = (uint8_t)get(c, 1);
+  p->neps = (uint8_t)get(c, 1);
+  p->name_len = (uint8_t)get(c, 1);
+  p->flags = (uint8_t)get(c, 1);
+  if (c->bad) return *why = "truncated peer description", -1;
+  if (!p->nrails || !p->neps || p->nrails * p->neps > SRD_MAX_PATHS)
+    return *why = "bad rail or endpoint count", -1;
+  if (!p->name_len || p->name_len > SRD_NAME_MAX) return *why = "bad address length", -1;
+  p->names = get_bytes(c, (size_t)p->nrails * p->neps * p->name_len);
+  if (!p->names) return *why = "addresses overrun the message", -1;
+  return 0;
+}
+
+static int decode_cts(struct cur *c, struct srd_msg_cts *m, const char **why) {
+  m->seq = (uint32_t)get(c, 4);
+  m->n = (uint8_t)get(c, 1);
+  m->nkeys = (uint8_t)get(c, 1);
+  get(c, 2);
+  if (c->bad) return *why = "truncated clear-to-send", -1;
+  if (!m->n || m->n > SRD_MAX_RECVS) return *why = "bad receive count", -1;
+  if (!m->nkeys || m->nkeys > SRD_MAX_PATHS) return *why = "bad key count", -1;
+  m->keys = c->r;
+  for (int i = 0; i < m->n; i++) {
+    m->e[i].addr = get(c, 8);
+    m->e[i].len = get(c, 8);
+    m->e[i].tag = (int32_t)get(c, 4);
+    get_bytes(c, (size_t)m->nkeys * 8);
+  }
+  if (c->bad) return *why = "clear-to-send entries overrun the message", -1;
+  return 0;
+}
+
+int srd_msg_decode(const void *buf, size_t len, struct srd_msg *m, const char **why) {
+  struct cur c = reader(buf, len);
+  memset(m, 0, sizeof(*m));
+  if (get(&c, 2) != MSG_MAGIC) return *why = "bad magic", -1;
+  if (get(&c, 1) != MSG_VERSION) return *why = "unsupported version", -1;
+  m->type = (enum srd_msg_type)get(&c, 1);
+  m->dst_comm = (uint32_t)get(&c, 4);
+  if (c.bad) return *why = "shorter than a header", -1;
+  switch (m->type) {
+  case SRD_MSG_HELLO:
+  case SRD_MSG_ACCEPT:
+    if (decode_peer(&c, &m->u.peer, why)) return -1;
+    break;
+  case SRD_MSG_CTS:
+    if (decode_cts(&c, &m->u.cts, why)) return -1;
+    break;
+  case SRD_MSG_EAGER:
+    m->u.eager.seq = (uint32_t)get(&c, 4);
+    m->u.eager.tag = (int32_t)get(&c, 4);
+    m->u.eager.len = (uint32_t)get(&c, 4);
+    if (c.bad) return *why = "truncated eager header", -1;
+    if (!(m->u.eager.data = get_bytes(&c, m->u.eager.len))) return *why = "eager payload overruns the message", -1;
+    break;
+  case SRD_MSG_TRUNC:
+    m->u.trunc.seq = (uint32_t)get(&c, 4);
+    m->u.trunc.size = get(&c, 8);
+    if (c.bad) return *why = "truncated truncation notice", -1;
+    break;
+  case SRD_MSG_PING:
+    break;
+  default:
+    return *why = "unknown message type", -1;
+  }
+  if (c.left) return *why = "trailing bytes", -1;
+  return 0;
+}

@@ -1,0 +1,334 @@
+#include "srd/rail.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+
+#include "srd/log.h"
+#include "srd/param.h"
+
+#define RECV_BUFS_PER_EP 64
+#define SEND_BUFS 128
+#define MAX_HELD 64
+#define ONE_GIB (1ULL << 30)
+
+static size_t buf_stride(const struct srd_rail *rail) {
+  return (sizeof(struct srd_rail_buf) + rail->buf_size + 63) & ~(size_t)63;
+}
+
+static struct srd_rail_buf *buf_at(struct srd_rail *rail, int i) {
+  return (struct srd_rail_buf *)(rail->buf_mem + (size_t)i * buf_stride(rail));
+}
+
+static int post_recv_buf(struct srd_rail *rail, struct srd_rail_buf *b) {
+  int rc;
+  do {
+    rc = (int)fi_recv(rail->ep[b->ep], b->data, rail->buf_size, rail->mr_local ? fi_mr_desc(rail->buf_mr) : NULL,
+                      FI_ADDR_UNSPEC, &b->op.fi_ctx);
+    if (rc == -FI_EAGAIN) fi_cq_read(rail->cq, NULL, 0);
+  } while (rc == -FI_EAGAIN);
+  if (rc) SRD_WARN("rail %s: fi_recv failed: %s", rail->name, fi_strerror(-rc));
+  return rc;
+}
+
+static void send_buf_done(struct srd_op *op, int err, const char *errstr) {
+  (void)err, (void)errstr;
+  srd_rail_put_send_buf((struct srd_rail_buf *)op);
+}
+
+static int setup_buffers(struct srd_rail *rail) {
+  int nrecv = RECV_BUFS_PER_EP * rail->neps, total = nrecv + SEND_BUFS;
+  size_t stride = buf_stride(rail);
+  rail->buf_mem = aligned_alloc(4096, ((size_t)total * stride + 4095) & ~(size_t)4095);
+  if (!rail->buf_mem) return -FI_ENOMEM;
+  memset(rail->buf_mem, 0, (size_t)total * stride);
+  int rc = fi_mr_reg(rail->domain, rail->buf_mem, (size_t)total * stride, FI_SEND | FI_RECV, 0, 0, 0, &rail->buf_mr,
+                     NULL);
+  if (rc) {
+    SRD_WARN("rail %s: cannot register control buffers: %s", rail->name, fi_strerror(-rc));
+    return rc;
+  }
+  for (int i = 0; i < total; i++) {
+    struct srd_rail_buf *b = buf_at(rail, i);
+    b->rail = rail;
+    if (i < nrecv) {
+      b->ep = i % rail->neps;
+      if ((rc = post_recv_buf(rail, b))) return rc;
+    } else {
+      b->op.done = send_buf_done;
+      srd_rail_put_send_buf(b);
+    }
+  }
+  return 0;
+}
+
+static int open_endpoint(struct srd_rail *rail, int i) {
+  struct fid_ep *ep;
+  int rc = fi_endpoint(rail->domain, rail->info, &ep, NULL);
+  if (rc) return rc;
+  rail->ep[i] = ep;
+  if ((rc = fi_ep_bind(ep, &rail->av->fid, 0))) return rc;
+  if ((rc = fi_ep_bind(ep, &rail->cq->fid, FI_TRANSMIT | FI_RECV))) return rc;
+  if ((rc = fi_enable(ep))) return rc;
+  size_t len = SRD_EP_NAME_MAX;
+  if ((rc = fi_getname(&ep->fid, rail->ep_name[i], &len))) return rc;
+  rail->ep_name_len = len;
+  return 0;
+}
+
+int srd_rail_open(struct srd_rail *rail, int index, const struct fi_info *info, int neps, size_t buf_size,
+                  const struct srd_rail_handlers *h) {
+  memset(rail, 0, sizeof(*rail));
+  rail->index = index;
+  rail->h = *h;
+  rail->neps = neps;
+  rail->buf_size = buf_size;
+  rail->reorder = (int)srd_param_int(SRD_PARAM_TEST_REORDER);
+  snprintf(rail->name, sizeof(rail->name), "%s", info->domain_attr->name);
+  const char *step = "fi_dupinfo";
+  int rc = -FI_ENOMEM;
+  if (!(rail->info = fi_dupinfo(info))) goto fail;
+  rail->virt_addr = !!(info->domain_attr->mr_mode & FI_MR_VIRT_ADDR);
+  rail->mr_local = !!(info->domain_attr->mr_mode & FI_MR_LOCAL);
+  rail->max_write = info->ep_attr->max_msg_size < ONE_GIB ? info->ep_attr->max_msg_size : ONE_GIB;
+  step = "fi_fabric";
+  if ((rc = fi_fabric(info->fabric_attr, &rail->fabric, NULL))) goto fail;
+  step = "fi_domain";
+  if ((rc = fi_domain(rail->fabric, rail->info, &rail->domain, NULL))) goto fail;
+  struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
+  step = "fi_av_open";
+  if ((rc = fi_av_open(rail->domain, &av_attr, &rail->av, NULL))) goto fail;
+  struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_DATA, .wait_obj = FI_WAIT_NONE, .size = 4096};
+  step = "fi_cq_open";
+  if ((rc = fi_cq_open(rail->domain, &cq_attr, &rail->cq, NULL))) goto fail;
+  step = "endpoint";
+  for (int i = 0; i < neps; i++)
+    if ((rc = open_endpoint(rail, i))) goto fail;
+  step = "control buffers";
+  if ((rc = setup_buffers(rail))) goto fail;
+  if (rail->reorder && !(rail->held = calloc(MAX_HELD, sizeof(*rail->held)))) goto fail;
+  return 0;
+fail:
+  SRD_WARN("rail %s: %s failed: %s (%d)", rail->name, step, fi_strerror(rc < 0 ? -rc : rc), rc);
+  srd_rail_close(rail);
+  return rc ? rc : -FI_ENOMEM;
+}
+
+void srd_rail_close(struct srd_rail *rail) {
+  for (int i = 0; i < SRD_MAX_EPS_PER_RAIL; i++)
+    if (rail->ep[i]) fi_close(&rail->ep[i]->fid);
+  if (rail->buf_mr) fi_close(&rail->buf_mr->fid);
+  if (rail->cq) fi_close(&rail->cq->fid);
+  if (rail->av) fi_close(&rail->av->fid);
+  if (rail->domain) fi_close(&rail->domain->fid);
+  if (rail->fabric) fi_close(&rail->fabric->fid);
+  if (rail->info) fi_freeinfo(rail->info);
+  free(rail->buf_mem);
+  free(rail->av_entries);
+  free(rail->held);
+  memset(rail, 0, sizeof(*rail));
+}
+
+int srd_rail_av_insert(struct srd_rail *rail, const void *name, fi_addr_t *addr) {
+  for (int i = 0; i < rail->nav; i++) {
+    struct srd_av_entry *e = &rail->av_entries[i];
+    if (e->refs && !memcmp(e->name, name, rail->ep_name_len)) {
+      e->refs++;
+      *addr = e->addr;
+      return 0;
+    }
+  }
+  int slot = 0;
+  while (slot < rail->nav && rail->av_entries[slot].refs) slot++;
+  if (slot == rail->cap_av) {
+    int cap = rail->cap_av ? 2 * rail->cap_av : 32;
+    struct srd_av_entry *n = realloc(rail->av_entries, (size_t)cap * sizeof(*n));
+    if (!n) return -FI_ENOMEM;
+    rail->av_entries = n;
+    rail->cap_av = cap;
+  }
+  fi_addr_t a = FI_ADDR_NOTAVAIL;
+  int n = fi_av_insert(rail->av, name, 1, &a, 0, NULL);
+  if (n != 1) {
+    SRD_WARN("rail %s: fi_av_insert failed (%d)", rail->name, n);
+    return n < 0 ? n : -FI_EINVAL;
+  }
+  struct srd_av_entry *e = &rail->av_entries[slot];
+  memcpy(e->name, name, rail->ep_name_len);
+  e->addr = a;
+  e->refs = 1;
+  if (slot == rail->nav) rail->nav++;
+  *addr = a;
+  return 0;
+}
+
+void srd_rail_av_remove(struct srd_rail *rail, fi_addr_t addr) {
+  for (int i = 0; i < rail->nav; i++) {
+    struct srd_av_entry *e = &rail->av_entries[i];
+    if (e->refs && e->addr == addr) {
+      if (--e->refs == 0) fi_av_remove(rail->av, &addr, 1, 0);
+      return;
+    }
+  }
+}
+
+int srd_rail_reg(struct srd_rail *rail, void *base, size_t len, uint64_t access, int cuda_dev, int dmabuf_fd,
+                 uint64_t dmabuf_offset, struct fid_mr **mr) {
+  struct iovec iov = {.iov_base = base, .iov_len = len};
+  struct fi_mr_attr attr = {.mr_iov = &iov, .iov_count = 1, .access = access};
+  uint64_t flags = 0;
+  if (cuda_dev >= 0) {
+    attr.iface = FI_HMEM_CUDA;
+    attr.device.cuda = cuda_dev;
+  }
+#if HAVE_DECL_FI_MR_DMABUF
+  struct fi_mr_dmabuf dmabuf = {.fd = dmabuf_fd, .offset = dmabuf_offset, .len = len, .base_addr = base};
+  if (dmabuf_fd >= 0) {
+    attr.dmabuf = &dmabuf;
+    attr.iov_count = 1;
+    flags |= FI_MR_DMABUF;
+  }
+#else
+  if (dmabuf_fd >= 0) return -FI_ENOSYS;
+#endif
+  (void)dmabuf_offset;
+  int rc = fi_mr_regattr(rail->domain, &attr, flags, mr);
+  if (rc) SRD_WARN("rail %s: registration of %zu bytes at %p failed: %s", rail->name, len, base, fi_strerror(-rc));
+  return rc;
+}
+
+void *srd_rail_mr_desc(struct fid_mr *mr) { return fi_mr_desc(mr); }
+uint64_t srd_rail_mr_key(struct fid_mr *mr) { return fi_mr_key(mr); }
+
+struct srd_rail_buf *srd_rail_get_send_buf(struct srd_rail *rail) {
+  struct srd_rail_buf *b = rail->free_send;
+  if (!b) return NULL;
+  rail->free_send = b->next;
+  rail->nfree_send--;
+  b->op.owner = NULL;
+  return b;
+}
+
+void srd_rail_put_send_buf(struct srd_rail_buf *buf) {
+  struct srd_rail *rail = buf->rail;
+  buf->op.done = send_buf_done;
+  buf->next = rail->free_send;
+  rail->free_send = buf;
+  rail->nfree_send++;
+}
+
+int srd_rail_send(struct srd_rail *rail, int ep, struct srd_rail_buf *buf, size_t len, fi_addr_t dest) {
+  return (int)fi_send(rail->ep[ep], buf->data, len, rail->mr_local ? fi_mr_desc(rail->buf_mr) : NULL, dest,
+                      &buf->op.fi_ctx);
+}
+
+int srd_rail_write(struct srd_rail *rail, int ep, const void *src, size_t len, void *desc, uint32_t imm,
+                   fi_addr_t dest, uint64_t raddr, uint64_t key, struct srd_op *op) {
+  return (int)fi_writedata(rail->ep[ep], src, len, desc, imm, dest, raddr, key, &op->fi_ctx);
+}
+
+int srd_rail_read(struct srd_rail *rail, int ep, void *dst, size_t len, void *desc, fi_addr_t src, uint64_t raddr,
+                  uint64_t key, struct srd_op *op) {
+  return (int)fi_read(rail->ep[ep], dst, len, desc, src, raddr, key, &op->fi_ctx);
+}
+
+static int is_recv_buf(const struct srd_rail *rail, const void *ctx) {
+  const char *p = ctx;
+  return p >= rail->buf_mem && p < rail->buf_mem + (size_t)RECV_BUFS_PER_EP * rail->neps * buf_stride(rail);
+}
+
+static void dispatch(struct srd_rail *rail, const struct fi_cq_data_entry *e) {
+  if (e->flags & FI_REMOTE_CQ_DATA && (e->flags & FI_RMA || !e->op_context)) {
+    rail->h.on_remote_write(rail->h.arg, rail, (uint32_t)e->data, e->len);
+    return;
+  }
+  if (!e->op_context) return;
+  if (is_recv_buf(rail, e->op_context)) {
+    struct srd_rail_buf *b = (struct srd_rail_buf *)e->op_context;
+    rail->h.on_message(rail->h.arg, rail, b->data, e->len);
+    post_recv_buf(rail, b);
+    return;
+  }
+  struct srd_op *op = e->op_context;
+  op->done(op, 0, NULL);
+}
+
+static int read_error(struct srd_rail *rail) {
+  struct fi_cq_err_entry err = {0};
+  char prov_msg[256] = "";
+  int rc = (int)fi_cq_readerr(rail->cq, &err, 0);
+  if (rc < 0) return rc == -FI_EAGAIN ? 0 : rc;
+  const char *pstr = fi_cq_strerror(rail->cq, err.prov_errno, err.err_data, prov_msg, sizeof(prov_msg));
+  char text[400];
+  snprintf(text, sizeof(text), "rail %s: %s (provider errno %d: %s)", rail->name, fi_strerror(err.err), err.prov_errno,
+           pstr ? pstr : "");
+  if (err.op_context && is_recv_buf(rail, err.op_context)) {
+    /* A receive buffer failed: keep it posted unless the rail is gone. */
+    SRD_WARN("%s", text);
+    if (err.err != FI_ECANCELED) post_recv_buf(rail, (struct srd_rail_buf *)err.op_context);
+  } else if (err.op_context) {
+    struct srd_op *op = err.op_context;
+    op->done(op, err.err ? -err.err : -FI_EIO, text);
+  } else {
+    rail->h.on_rail_error(rail->h.arg, rail, -err.err, text);
+  }
+  return 1;
+}
+
+/* Test mode: release completions in a shuffled order, holding some back for
+ * a later poll, as an unordered transport may. */
+static void dispatch_reordered(struct srd_rail *rail, struct fi_cq_data_entry *e, int n) {
+  for (int i = 0; i < n; i++) {
+    if (rail->nheld < MAX_HELD && rand() % 2) {
+      rail->held[rail->nheld++] = e[i];
+      continue;
+    }
+    dispatch(rail, &e[i]);
+  }
+  int release = rail->nheld ? 1 + rand() % rail->nheld : 0;
+  while (release-- > 0) {
+    int k = rand() % rail->nheld;
+    struct fi_cq_data_entry x = rail->held[k];
+    rail->held[k] = rail->held[--rail->nheld];
+    dispatch(rail, &x);
+  }
+}
+
+int srd_rail_poll(struct srd_rail *rail, int max) {
+  struct fi_cq_data_entry e[16];
+  int total = 0;
+  while (total < max) {
+    int n = (int)fi_cq_read(rail->cq, e, 16);
+    if (n == -FI_EAGAIN) break;
+    if (n == -FI_EAVAIL) {
+      int rc = read_error(rail);
+      if (rc < 0) return rc;
+      total++;
+      continue;
+    }
+    if (n < 0) {
+      SRD_WARN("rail %s: fi_cq_read failed: %s", rail->name, fi_strerror(-n));
+      return n;
+    }
+    if (rail->reorder) {
+      for (int i = n - 1; i > 0; i--) {
+        int j = rand() % (i + 1);
+        struct fi_cq_data_entry t = e[i];
+        e[i] = e[j], e[j] = t;
+      }
+      dispatch_reordered(rail, e, n);
+    } else {
+      for (int i = 0; i < n; i++) dispatch(rail, &e[i]);
+    }
+    total += n;
+    if (n < 16) break;
+  }
+  if (rail->reorder && total == 0 && rail->nheld) dispatch_reordered(rail, NULL, 0);
+  return total;
+}
