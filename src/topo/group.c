@@ -4,6 +4,7 @@
  * GPUs that land on the same candidate set split it evenly, so 2 GPUs behind
  * a switch with 8 NICs get 4 each, and 2 GPUs with 1 NIC both use it. */
 #include <hwloc.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +44,12 @@ static int load_topology(hwloc_topology_t *topo, const char *xml_path) {
     return -1;
   }
   hwloc_topology_set_io_types_filter(*topo, HWLOC_TYPE_FILTER_KEEP_ALL);
+  /* GPUs are found on PCI (and by the cuda/nvml components where hwloc has
+   * them); the gl component would try to open X displays and the opencl one
+   * initializes every OpenCL driver, slow and useless here. */
+  static const char *const unused_components[] = {"gl", "opencl", "rsmi", "levelzero"};
+  for (size_t i = 0; i < sizeof(unused_components) / sizeof(unused_components[0]); i++)
+    hwloc_topology_set_components(*topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, unused_components[i]);
   if (xml_path && hwloc_topology_set_xml(*topo, xml_path)) {
     SRD_WARN("hwloc: cannot read topology file %s", xml_path);
     hwloc_topology_destroy(*topo);
@@ -54,6 +61,23 @@ static int load_topology(hwloc_topology_t *topo, const char *xml_path) {
     return -1;
   }
   return 0;
+}
+
+/* The live machine is loaded once and kept for the life of the process: it
+ * does not change, reading it walks all of sysfs, and destroying the last
+ * topology unloads hwloc's PCI plugin, which strands libpciaccess's memory
+ * (a leak report in every sanitized run). A loaded topology may be read by
+ * several threads at once. */
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static hwloc_topology_t live_topo;
+
+static int live_topology(hwloc_topology_t *topo) {
+  pthread_mutex_lock(&live_lock);
+  int rc = live_topo ? 0 : load_topology(&live_topo, NULL);
+  if (rc) live_topo = NULL;
+  *topo = live_topo;
+  pthread_mutex_unlock(&live_lock);
+  return rc;
 }
 
 /* The NUMA node the object's I/O subtree hangs from, -1 when that is not a
@@ -307,7 +331,7 @@ int srd_topo_group(const struct srd_nic_list *nics, const char *xml_path, int ma
     SRD_WARN("topology: out of memory");
     return -1;
   }
-  if (load_topology(&pl->topo, xml_path)) {
+  if (xml_path ? load_topology(&pl->topo, xml_path) : live_topology(&pl->topo)) {
     free(pl);
     return -1;
   }
@@ -330,7 +354,7 @@ int srd_topo_group(const struct srd_nic_list *nics, const char *xml_path, int ma
     choose_candidates(pl);
     group_by_gpu(pl, nics, max_rails, out);
   }
-  hwloc_topology_destroy(pl->topo);
+  if (xml_path) hwloc_topology_destroy(pl->topo);
   free(pl);
   return 0;
 }
