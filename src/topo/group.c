@@ -4,6 +4,7 @@
  * GPUs that land on the same candidate set split it evenly, so 2 GPUs behind
  * a switch with 8 NICs get 4 each, and 2 GPUs with 1 NIC both use it. */
 #include <hwloc.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -44,12 +45,16 @@ static int load_topology(hwloc_topology_t *topo, const char *xml_path) {
     return -1;
   }
   hwloc_topology_set_io_types_filter(*topo, HWLOC_TYPE_FILTER_KEEP_ALL);
-  /* GPUs are found on PCI (and by the cuda/nvml components where hwloc has
-   * them); the gl component would try to open X displays and the opencl one
-   * initializes every OpenCL driver, slow and useless here. */
-  static const char *const unused_components[] = {"gl", "opencl", "rsmi", "levelzero"};
+  /* NVIDIA GPUs are found by their PCI class (and by nvml OS devices where
+   * hwloc has that component). The cuda component would start the CUDA
+   * runtime hwloc was built with inside NCCL's process, gl would open X
+   * displays, opencl would initialize every OpenCL driver: slow, risky and
+   * of no use here. */
+#if HWLOC_API_VERSION >= 0x00020100
+  static const char *const unused_components[] = {"cuda", "gl", "opencl", "rsmi", "levelzero"};
   for (size_t i = 0; i < sizeof(unused_components) / sizeof(unused_components[0]); i++)
     hwloc_topology_set_components(*topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, unused_components[i]);
+#endif
   if (xml_path && hwloc_topology_set_xml(*topo, xml_path)) {
     SRD_WARN("hwloc: cannot read topology file %s", xml_path);
     hwloc_topology_destroy(*topo);
@@ -296,6 +301,7 @@ static void group_by_gpu(const struct placement *pl, const struct srd_nic_list *
   for (int g = 0; g < pl->ngpus; g++) {
     struct srd_device_group *grp = &out->groups[g];
     uint64_t share = share_of(pl, g);
+    int nshare = popcount64(share);
     grp->gpu = g;
     /* Closest first (fewest PCI hops), ties in list order. */
     int hops[SRD_MAX_RAILS];
@@ -310,8 +316,8 @@ static void group_by_gpu(const struct placement *pl, const struct srd_nic_list *
     }
     finish_group(grp, nics, pl->nic_numa);
     char why[160];
-    snprintf(why, sizeof(why), "%s, %d of %d candidate NIC(s)%s", tier_names[pl->gpus[g].tier], grp->nrails,
-             popcount64(pl->gpus[g].candidates), max_rails ? " (NCCL_SRD_RAILS caps)" : "");
+    snprintf(why, sizeof(why), "%s, %d of %d candidate NIC(s)%s", tier_names[pl->gpus[g].tier], nshare,
+             popcount64(pl->gpus[g].candidates), grp->nrails < nshare ? ", capped by max rails" : "");
     log_group(grp, nics, g, why);
   }
   out->ngroups = pl->ngpus;
@@ -324,7 +330,12 @@ int srd_topo_group(const struct srd_nic_list *nics, const char *xml_path, int ma
     return -1;
   }
   if (max_rails < 0) max_rails = 0;
-  if (!xml_path) xml_path = srd_param_str(SRD_PARAM_TOPO_FILE);
+  /* A copy: the parameter cache may be reloaded by another thread (tools). */
+  char topo_file[PATH_MAX];
+  if (!xml_path && srd_param_str(SRD_PARAM_TOPO_FILE)) {
+    snprintf(topo_file, sizeof(topo_file), "%s", srd_param_str(SRD_PARAM_TOPO_FILE));
+    xml_path = topo_file;
+  }
 
   struct placement *pl = calloc(1, sizeof(*pl));
   if (!pl) {

@@ -187,6 +187,23 @@ TEST(TopoGroup, UnevenSplitCoversEveryNicOnce) {
   EXPECT_EQ((std::vector<int>{2, 3, 4}), rails(topo.groups[1]));
 }
 
+// Tiers side by side: GPU 0 has a NIC behind its switch; GPU 1 takes the
+// NUMA node's other NIC rather than GPU 0's; GPU 2 has nothing on its socket
+// and takes both, the fewer PCI hops first.
+TEST(TopoGroup, MixedTiersPreferUnclaimedNics) {
+  NicList nics({busid(0x32), busid(0x14)});
+  struct srd_topo topo;
+  ASSERT_EQ(0, srd_topo_group(nics.get(), xml("mixed.xml").c_str(), 0, &topo));
+  EXPECT_EQ(3, topo.ngpus);
+  ASSERT_EQ(3, topo.ngroups);
+  EXPECT_EQ(std::vector<int>{1}, rails(topo.groups[0]));
+  EXPECT_EQ(std::vector<int>{0}, rails(topo.groups[1]));
+  EXPECT_EQ((std::vector<int>{0, 1}), rails(topo.groups[2]));
+  EXPECT_EQ(200000, topo.groups[2].speed_mbps);
+  EXPECT_EQ(0, topo.groups[2].numa);
+  EXPECT_EQ(nics.path(0), topo.groups[2].pci_path);
+}
+
 TEST(TopoGroup, NoGpuGivesOneGroupOfEveryRail) {
   NicList nics({busid(0x03), busid(0x02), ""}, 25000);
   struct srd_topo topo;

@@ -12,6 +12,8 @@ committed, so the build never runs this.
   cross-numa.xml  2 GPUs on socket 0, 2 NICs on socket 1
   shared-switch.xml  2 GPUs and 8 NICs behind one switch
   no-gpu.xml      2 NICs, no GPU (a CI host)
+  mixed.xml       socket 0: GPU 0 + NIC 0 behind a switch, GPU 1 and NIC 1 on
+                  root ports; socket 1: GPU 2 and no NIC
 """
 import os
 
@@ -214,10 +216,19 @@ def no_gpu():
     return m
 
 
+def mixed():
+    m = Machine(2)
+    m.add_hostbridge(0, 0x10, switch_under_root_port([(GPU_H100, None), (EFA_GEN2, None)]))
+    m.add_hostbridge(0, 0x30, root_ports([(GPU_H100, None), (EFA_GEN2, None)]))
+    m.add_hostbridge(1, 0x90, root_ports([(GPU_H100, None)]))
+    return m
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     for name, build in [("p5", p5), ("p4d", p4d), ("single", single), ("cross-numa", cross_numa),
-                        ("shared-switch", shared_switch), ("no-gpu", no_gpu)]:
+                        ("shared-switch", shared_switch), ("no-gpu", no_gpu),
+                        ("mixed", mixed)]:
         with open(os.path.join(here, name + ".xml"), "w") as f:
             f.write(build().render())
 
