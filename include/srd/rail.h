@@ -63,6 +63,11 @@ struct srd_rail {
   int virt_addr;           /* remote addresses are virtual addresses */
   int mr_local;            /* local buffers need descriptors */
   size_t max_write;        /* largest single RMA write */
+  uint64_t next_key;       /* last requested MR key */
+  /* Not every provider reports the length of a remote write (tcp does not);
+   * with 8 bytes of CQ data the writer sends it in the upper half. With 4
+   * (efa) the completion's len is used, which efa fills in. */
+  int len_in_data;
   struct srd_rail_handlers h;
   /* control buffers: receive side always posted, send side a free list */
   size_t buf_size;

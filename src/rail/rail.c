@@ -97,6 +97,7 @@ int srd_rail_open(struct srd_rail *rail, int index, const struct fi_info *info, 
   rail->virt_addr = !!(info->domain_attr->mr_mode & FI_MR_VIRT_ADDR);
   rail->mr_local = !!(info->domain_attr->mr_mode & FI_MR_LOCAL);
   rail->max_write = info->ep_attr->max_msg_size < ONE_GIB ? info->ep_attr->max_msg_size : ONE_GIB;
+  rail->len_in_data = info->domain_attr->cq_data_size >= 8;
   step = "fi_fabric";
   if ((rc = fi_fabric(info->fabric_attr, &rail->fabric, NULL))) goto fail;
   step = "fi_domain";
@@ -181,7 +182,8 @@ void srd_rail_av_remove(struct srd_rail *rail, fi_addr_t addr) {
 int srd_rail_reg(struct srd_rail *rail, void *base, size_t len, uint64_t access, int cuda_dev, int dmabuf_fd,
                  uint64_t dmabuf_offset, struct fid_mr **mr) {
   struct iovec iov = {.iov_base = base, .iov_len = len};
-  struct fi_mr_attr attr = {.mr_iov = &iov, .iov_count = 1, .access = access};
+  /* Without FI_MR_PROV_KEY the keys are ours to choose, unique per domain. */
+  struct fi_mr_attr attr = {.mr_iov = &iov, .iov_count = 1, .access = access, .requested_key = ++rail->next_key};
   uint64_t flags = 0;
   if (cuda_dev >= 0) {
     attr.iface = FI_HMEM_CUDA;
@@ -230,7 +232,8 @@ int srd_rail_send(struct srd_rail *rail, int ep, struct srd_rail_buf *buf, size_
 
 int srd_rail_write(struct srd_rail *rail, int ep, const void *src, size_t len, void *desc, uint32_t imm,
                    fi_addr_t dest, uint64_t raddr, uint64_t key, struct srd_op *op) {
-  return (int)fi_writedata(rail->ep[ep], src, len, desc, imm, dest, raddr, key, &op->fi_ctx);
+  uint64_t data = rail->len_in_data ? (uint64_t)len << 32 | imm : imm;
+  return (int)fi_writedata(rail->ep[ep], src, len, desc, data, dest, raddr, key, &op->fi_ctx);
 }
 
 int srd_rail_read(struct srd_rail *rail, int ep, void *dst, size_t len, void *desc, fi_addr_t src, uint64_t raddr,
@@ -245,7 +248,7 @@ static int is_recv_buf(const struct srd_rail *rail, const void *ctx) {
 
 static void dispatch(struct srd_rail *rail, const struct fi_cq_data_entry *e) {
   if (e->flags & FI_REMOTE_CQ_DATA && (e->flags & FI_RMA || !e->op_context)) {
-    rail->h.on_remote_write(rail->h.arg, rail, (uint32_t)e->data, e->len);
+    rail->h.on_remote_write(rail->h.arg, rail, (uint32_t)e->data, rail->len_in_data ? e->data >> 32 : e->len);
     return;
   }
   if (!e->op_context) return;
