@@ -7,7 +7,7 @@ libsrd_topo_la_LIBADD = $(FABRIC_LIBS) $(HWLOC_LIBS)
 # Topologies for the grouping tests, written by tests/topo/make_topologies.py.
 SRD_TOPO_XML = tests/topo/p5.xml tests/topo/p4d.xml tests/topo/single.xml tests/topo/cross-numa.xml \
 	tests/topo/shared-switch.xml tests/topo/no-gpu.xml tests/topo/mixed.xml
-EXTRA_DIST += $(SRD_TOPO_XML) tests/topo/make_topologies.py tests/netns/netns.sh tests/netns/topo-netns.sh
+EXTRA_DIST += $(SRD_TOPO_XML) tests/topo/make_topologies.py tests/topo/device-topo.sh tests/netns/netns.sh tests/netns/topo-netns.sh
 
 # Prints what srd_topo_discover finds (used inside network namespaces).
 check_PROGRAMS += tests/topo/list_nics

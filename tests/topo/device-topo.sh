@@ -1,0 +1,43 @@
+#!/bin/sh
+# On the GPU device machine: record its real topology and what discovery and
+# grouping make of it, so the grouping can be checked against real hardware
+# and the XML kept as a test input.
+#
+#   . ./.device/gpu-env.sh                       # hwloc and libfabric from the bundle
+#   sh tests/topo/device-topo.sh [LIST_NICS]     # LIST_NICS: a built tests/topo/list_nics
+#
+# Writes to $OUT (or ./device-topo-out): topology.xml (lstopo, I/O included),
+# lstopo.txt, fi_info.txt, list_nics.txt (NCCL_DEBUG=INFO, live machine) and
+# list_nics-xml.txt (the same NICs grouped from topology.xml, which must agree).
+set -u
+out=${OUT:-./device-topo-out}
+mkdir -p "$out"
+
+list_nics=${1:-}
+if [ -z "$list_nics" ]; then
+  for c in tests/topo/list_nics .device/build/tests/topo/list_nics build/tests/topo/list_nics; do
+    [ -x "$c" ] && list_nics=$c && break
+  done
+fi
+
+lstopo=$(command -v lstopo-no-graphics || command -v lstopo || true)
+if [ -n "$lstopo" ]; then
+  timeout 60 "$lstopo" --filter io:all --of xml -f "$out/topology.xml" >"$out/lstopo.err" 2>&1
+  timeout 60 "$lstopo" --filter io:all --of console -v >"$out/lstopo.txt" 2>&1
+else
+  echo "no lstopo here" >"$out/lstopo.txt"
+fi
+command -v fi_info >/dev/null 2>&1 && timeout 60 fi_info -t FI_EP_RDM >"$out/fi_info.txt" 2>&1
+command -v nvidia-smi >/dev/null 2>&1 && timeout 60 nvidia-smi topo -m >"$out/nvidia-smi-topo.txt" 2>&1
+
+if [ -n "$list_nics" ]; then
+  NCCL_DEBUG=INFO timeout 120 "$list_nics" >"$out/list_nics.txt" 2>&1
+  echo "exit $?" >>"$out/list_nics.txt"
+  if [ -s "$out/topology.xml" ]; then
+    NCCL_DEBUG=INFO NCCL_SRD_TOPO_FILE="$out/topology.xml" timeout 120 "$list_nics" >"$out/list_nics-xml.txt" 2>&1
+    echo "exit $?" >>"$out/list_nics-xml.txt"
+  fi
+else
+  echo "list_nics not found: pass its path" >"$out/list_nics.txt"
+fi
+ls -l "$out"
