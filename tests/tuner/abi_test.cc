@@ -1,0 +1,248 @@
+// The exported ABI as NCCL sees it: dlopen the built library, find
+// ncclTunerPlugin_v2..v6, and call each version with a real float[7][3] cost
+// table. The same tables must come out of libnccl-net-srd.so, where NCCL
+// looks when NCCL_TUNER_PLUGIN is unset.
+#include <gtest/gtest.h>
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+extern "C" {
+#include "nccl/tuner.h"
+}
+
+namespace {
+
+std::string lib_path(const char *name) {
+  const char *dir = getenv("top_builddir");
+  return std::string(dir ? dir : ".") + "/.libs/" + name;
+}
+
+void quiet_logger(ncclDebugLogLevel, unsigned long, const char *, int, const char *, ...) {}
+
+std::string warnings;
+void recording_logger(ncclDebugLogLevel level, unsigned long, const char *, int, const char *fmt, ...) {
+  if (level != NCCL_LOG_WARN) return;
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  warnings += buf;
+  warnings += "\n";
+}
+
+struct Lib {
+  void *handle = nullptr;
+  explicit Lib(const char *name) {
+    std::string path = lib_path(name);
+    handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle) ADD_FAILURE() << "dlopen " << path << ": " << dlerror();
+  }
+  ~Lib() {
+    if (handle) dlclose(handle);
+  }
+  template <typename T>
+  const T *sym(const char *name) const {
+    return handle ? static_cast<const T *>(dlsym(handle, name)) : nullptr;
+  }
+};
+
+// What NCCL fills for four nodes of one GPU: ring and tree enabled for every
+// protocol but LL128 (NCCL disables it across a host network), PAT off for
+// all-reduce, CollNet/NVLS ignored.
+struct CostTable {
+  float t[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];
+  CostTable() {
+    for (auto &row : t)
+      for (float &c : row) c = NCCL_ALGO_PROTO_IGNORE;
+    t[NCCL_ALGO_TREE][NCCL_PROTO_LL] = 40.0f;
+    t[NCCL_ALGO_TREE][NCCL_PROTO_SIMPLE] = 60.0f;
+    t[NCCL_ALGO_RING][NCCL_PROTO_LL] = 45.0f;
+    t[NCCL_ALGO_RING][NCCL_PROTO_SIMPLE] = 70.0f;
+  }
+  float **arg() { return reinterpret_cast<float **>(t); }
+};
+
+// Exactly one enabled entry became 0.0 and nothing ignored came back.
+void expect_one_winner(const CostTable &before, const CostTable &after) {
+  int zeros = 0;
+  for (int a = 0; a < NCCL_NUM_ALGORITHMS; a++)
+    for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++) {
+      if (before.t[a][p] == NCCL_ALGO_PROTO_IGNORE) {
+        EXPECT_EQ(after.t[a][p], NCCL_ALGO_PROTO_IGNORE) << a << "/" << p;
+      } else if (after.t[a][p] != before.t[a][p]) {
+        EXPECT_EQ(after.t[a][p], 0.0f);
+        zeros++;
+      }
+    }
+  EXPECT_EQ(zeros, 1);
+}
+
+class TunerAbi : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    unsetenv("NCCL_ALGO");
+    unsetenv("NCCL_PROTO");
+    unsetenv("NCCL_SRD_TUNER_CONFIG");
+  }
+};
+
+void check_v3_style(ncclResult_t (*coll_info)(void *, ncclFunc_t, size_t, int, float **, int, int, int, int *),
+                    void *ctx) {
+  for (size_t bytes : {size_t(8), size_t(1) << 20, size_t(1) << 30}) {
+    CostTable table, before;
+    int channels = 0;
+    ASSERT_EQ(coll_info(ctx, ncclFuncAllReduce, bytes, 1, table.arg(), NCCL_NUM_ALGORITHMS, NCCL_NUM_PROTOCOLS, 0,
+                        &channels),
+              ncclSuccess);
+    expect_one_winner(before, table);
+    EXPECT_EQ(channels, 0);
+  }
+  // Send/recv and unknown collectives: success, table untouched.
+  CostTable table, before;
+  int channels = 0;
+  EXPECT_EQ(coll_info(ctx, ncclFuncSendRecv, 64, 1, table.arg(), NCCL_NUM_ALGORITHMS, NCCL_NUM_PROTOCOLS, 0,
+                      &channels),
+            ncclSuccess);
+  EXPECT_EQ(memcmp(table.t, before.t, sizeof(table.t)), 0);
+  EXPECT_EQ(coll_info(ctx, (ncclFunc_t)1000, 64, 1, table.arg(), NCCL_NUM_ALGORITHMS, NCCL_NUM_PROTOCOLS, 0,
+                      &channels),
+            ncclSuccess);
+  EXPECT_EQ(coll_info(ctx, ncclFuncAllReduce, 64, 1, nullptr, 0, 0, 0, &channels), ncclSuccess);
+}
+
+ncclResult_t (*v3_as_v4_target)(void *, ncclFunc_t, size_t, int, float **, int, int, int *);
+ncclResult_t v3_as_v4(void *c, ncclFunc_t f, size_t n, int pipes, float **t, int na, int np, int, int *ch) {
+  return v3_as_v4_target(c, f, n, pipes, t, na, np, ch);
+}
+
+void check_library(const char *name, bool optional) {
+  Lib lib(name);
+  ASSERT_NE(lib.handle, nullptr);
+  auto v2 = lib.sym<ncclTuner_v2_t>("ncclTunerPlugin_v2");
+  auto v3 = lib.sym<ncclTuner_v3_t>("ncclTunerPlugin_v3");
+  auto v4 = lib.sym<ncclTuner_v4_t>("ncclTunerPlugin_v4");
+  auto v5 = lib.sym<ncclTuner_v5_t>("ncclTunerPlugin_v5");
+  auto v6 = lib.sym<ncclTuner_v6_t>("ncclTunerPlugin_v6");
+  if (optional && !v2 && !v3 && !v4 && !v5 && !v6)
+    GTEST_SKIP() << name << " does not carry the tuner yet (src/local.mk: add tuner/api.c and libsrd_tuner.la)";
+  ASSERT_TRUE(v2 && v3 && v4 && v5 && v6) << name << " must export ncclTunerPlugin_v2..v6";
+  for (const char *n : {v2->name, v3->name, v4->name, v5->name, v6->name}) EXPECT_STREQ(n, "SRD");
+
+  void *ctx = nullptr;
+  // v2: the plugin names algorithm and protocol.
+  ASSERT_EQ(v2->init(4, 4, quiet_logger, &ctx), ncclSuccess);
+  int algo = -1, proto = -1, channels = 0;
+  ASSERT_EQ(v2->getCollInfo(ctx, ncclFuncAllReduce, 8, 0, 0, 1, &algo, &proto, &channels), ncclSuccess);
+  EXPECT_TRUE(algo == NCCL_ALGO_RING || algo == NCCL_ALGO_TREE) << algo;
+  EXPECT_TRUE(proto >= 0 && proto < NCCL_NUM_PROTOCOLS) << proto;
+  EXPECT_NE(proto, NCCL_PROTO_LL128) << "no LL128 over this host's network";
+  algo = proto = -1;
+  ASSERT_EQ(v2->getCollInfo(ctx, ncclFuncAllReduce, 8, 1, 1, 1, &algo, &proto, &channels), ncclSuccess);
+  EXPECT_EQ(algo, -1) << "with CollNet/NVLS offered, v2 leaves the choice to NCCL";
+  ASSERT_EQ(v2->destroy(ctx), ncclSuccess);
+
+  // v3: cost table, no regBuff.
+  ASSERT_EQ(v3->init(4, 4, quiet_logger, &ctx), ncclSuccess);
+  v3_as_v4_target = v3->getCollInfo;
+  check_v3_style(v3_as_v4, ctx);
+  ASSERT_EQ(v3->destroy(ctx), ncclSuccess);
+
+  ASSERT_EQ(v4->init(4, 4, quiet_logger, &ctx), ncclSuccess);
+  check_v3_style(v4->getCollInfo, ctx);
+  ASSERT_EQ(v4->destroy(ctx), ncclSuccess);
+
+  ncclNvlDomainInfo_v5_t nvl = {4, 1, 1};
+  ncclTunerConstants_v5_t constants;
+  memset(&constants, 0x5a, sizeof(constants));
+  ncclTunerConstants_v5_t constants_before = constants;
+  ASSERT_EQ(v5->init(&ctx, 0x1234, 4, 4, quiet_logger, &nvl, &constants), ncclSuccess);
+  check_v3_style(v5->getCollInfo, ctx);
+  ASSERT_EQ(v5->finalize(ctx), ncclSuccess);
+  EXPECT_EQ(memcmp(&constants, &constants_before, sizeof(constants)), 0) << "NCCL's constants are left alone";
+
+  ASSERT_EQ(v6->init(&ctx, 0x1234, 4, 4, quiet_logger, nullptr, nullptr), ncclSuccess);
+  check_v3_style(v6->getCollInfo, ctx);
+  ASSERT_NE(v6->getChunkSize, nullptr);
+  size_t chunk = 131072;
+  EXPECT_EQ(v6->getChunkSize(ctx, ncclFuncAllReduce, 1 << 20, NCCL_ALGO_RING, NCCL_PROTO_SIMPLE, 4, &chunk),
+            ncclSuccess);
+  EXPECT_EQ(chunk, 131072u) << "without a rule, NCCL's chunk size";
+  ASSERT_EQ(v6->finalize(ctx), ncclSuccess);
+
+  // One node: NCCL's own model stays in charge.
+  ASSERT_EQ(v6->init(&ctx, 1, 8, 1, quiet_logger, nullptr, nullptr), ncclSuccess);
+  CostTable table, before;
+  int nch = 0;
+  ASSERT_EQ(v6->getCollInfo(ctx, ncclFuncAllReduce, 1 << 20, 1, table.arg(), NCCL_NUM_ALGORITHMS,
+                            NCCL_NUM_PROTOCOLS, 0, &nch),
+            ncclSuccess);
+  EXPECT_EQ(memcmp(table.t, before.t, sizeof(table.t)), 0);
+  ASSERT_EQ(v6->finalize(ctx), ncclSuccess);
+}
+
+}  // namespace
+
+TEST_F(TunerAbi, TunerLibraryExportsEveryVersion) { check_library("libnccl-tuner-srd.so", false); }
+
+TEST_F(TunerAbi, NetPluginCarriesTheTuner) { check_library("libnccl-net-srd.so", true); }
+
+TEST_F(TunerAbi, ExportsNothingElse) {
+  Lib lib("libnccl-tuner-srd.so");
+  ASSERT_NE(lib.handle, nullptr);
+  for (const char *internal : {"srd_tuner_decide", "srd_model_costs", "srd_rules_parse", "srd_log", "srd_topo_discover"})
+    EXPECT_EQ(dlsym(lib.handle, internal), nullptr) << internal << " leaks out of the library";
+}
+
+TEST_F(TunerAbi, HandsOffWhenTheUserChose) {
+  setenv("NCCL_ALGO", "ring", 1);
+  Lib lib("libnccl-tuner-srd.so");
+  auto v6 = lib.sym<ncclTuner_v6_t>("ncclTunerPlugin_v6");
+  ASSERT_NE(v6, nullptr);
+  void *ctx = nullptr;
+  ASSERT_EQ(v6->init(&ctx, 1, 4, 4, quiet_logger, nullptr, nullptr), ncclSuccess);
+  CostTable table, before;
+  int nch = 0;
+  ASSERT_EQ(v6->getCollInfo(ctx, ncclFuncAllReduce, 8, 1, table.arg(), NCCL_NUM_ALGORITHMS, NCCL_NUM_PROTOCOLS, 0,
+                            &nch),
+            ncclSuccess);
+  EXPECT_EQ(memcmp(table.t, before.t, sizeof(table.t)), 0);
+  EXPECT_EQ(nch, 0);
+  ASSERT_EQ(v6->finalize(ctx), ncclSuccess);
+  unsetenv("NCCL_ALGO");
+}
+
+TEST_F(TunerAbi, BadConfigFallsBackToTheModel) {
+  char path[] = "/tmp/srd-tuner-abi-XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const char text[] = "coll=allreduce algo=ring proto=simple\nthis is not a rule\n";
+  ASSERT_EQ(write(fd, text, sizeof(text) - 1), (ssize_t)(sizeof(text) - 1));
+  close(fd);
+  Lib lib("libnccl-tuner-srd.so");
+  auto v6 = lib.sym<ncclTuner_v6_t>("ncclTunerPlugin_v6");
+  ASSERT_NE(v6, nullptr);
+  // Each test loads the library afresh, so its parameter table reads this.
+  setenv("NCCL_SRD_TUNER_CONFIG", path, 1);
+  warnings.clear();
+  void *ctx = nullptr;
+  ASSERT_EQ(v6->init(&ctx, 1, 4, 4, recording_logger, nullptr, nullptr), ncclSuccess);
+  EXPECT_NE(warnings.find("line 2: 'this': expected key=value"), std::string::npos) << warnings;
+  EXPECT_NE(warnings.find(path), std::string::npos) << warnings;
+  CostTable table, before;
+  int nch = 0;
+  ASSERT_EQ(v6->getCollInfo(ctx, ncclFuncAllReduce, 8, 1, table.arg(), NCCL_NUM_ALGORITHMS, NCCL_NUM_PROTOCOLS, 0,
+                            &nch),
+            ncclSuccess);
+  expect_one_winner(before, table);
+  ASSERT_EQ(v6->finalize(ctx), ncclSuccess);
+  unsetenv("NCCL_SRD_TUNER_CONFIG");
+  unlink(path);
+}

@@ -1,0 +1,408 @@
+// The cost model and the per-communicator decision, on synthetic transports:
+// a table of decisions with the reason for each, and properties that must
+// hold everywhere (no unsafe LL128, no flapping, ignored entries stay ignored).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+extern "C" {
+#include "srd/tuner.h"
+}
+
+namespace {
+
+struct Topo {
+  const char *name;
+  srd_tuner_net net;
+  int ppn;  // GPUs (ranks) per node
+};
+
+srd_tuner_net make_net(const char *provider, int per_gpu, int per_node, double gbps, int ll128_probe, int loopback) {
+  srd_tuner_net n;
+  memset(&n, 0, sizeof(n));
+  n.rails_per_gpu = per_gpu;
+  n.rails_per_node = per_node;
+  n.rail_gbps = gbps;
+  srd_tuner_net_defaults(&n, provider, loopback, ll128_probe);
+  return n;
+}
+
+// p5-like: 8 GPUs, 32 EFA NICs of 100 Gbit/s (4 per GPU), in-order 128-byte writes.
+// p4d-like: 8 GPUs, 4 EFA NICs (one per GPU pair), probe refused: LL128 unsafe.
+// one GPU with one 100 Gbit/s EFA NIC; tcp: one 25 GbE NIC, no ordering promise.
+std::vector<Topo> topologies() {
+  return {
+      {"p5", make_net("efa", 4, 32, 100, 1, 0), 8},
+      {"p4d", make_net("efa", 1, 4, 100, 0, 0), 8},
+      {"single", make_net("efa", 1, 1, 100, 0, 0), 1},
+      {"tcp", make_net("tcp;ofi_rxm", 1, 1, 25, 0, 0), 1},
+  };
+}
+
+// A cost table as NCCL fills it when ring, tree and PAT are enabled: every
+// modelled entry has a positive estimate, the rest are ignored (-1).
+struct Table {
+  float t[SRD_ALGO_COUNT][SRD_PROTO_COUNT];
+  explicit Table(int coll, int nranks, int nnodes, bool ll128 = true) {
+    for (auto &row : t)
+      for (float &c : row) c = -1.0f;
+    for (int p = 0; p < SRD_PROTO_COUNT; p++) {
+      if (p == SRD_PROTO_LL128 && !ll128) continue;
+      t[SRD_ALGO_RING][p] = 100.0f + p;
+      if (coll == SRD_COLL_ALLREDUCE) t[SRD_ALGO_TREE][p] = 110.0f + p;
+    }
+    if ((coll == SRD_COLL_ALLGATHER || coll == SRD_COLL_REDUCESCATTER) && nranks == nnodes)
+      t[SRD_ALGO_PAT][SRD_PROTO_SIMPLE] = 120.0f;
+  }
+  float *data() { return &t[0][0]; }
+};
+
+struct Pick {
+  int algo, proto, channels;
+};
+
+// One decision through the same path the shims use, on a fresh tuner.
+Pick decide(const srd_tuner_net &net, int nnodes, int ppn, int coll, size_t nbytes, Table *table,
+            const srd_tuner_rules *rules = nullptr, int nvl_domains = 0, int forced = 0) {
+  srd_tuner *t = srd_tuner_create_with((size_t)nnodes * ppn, nnodes, nvl_domains, &net, rules, forced);
+  EXPECT_NE(t, nullptr);
+  srd_tuner_request rq = {coll, nbytes, 1, table ? table->data() : nullptr, SRD_ALGO_COUNT, SRD_PROTO_COUNT, 0};
+  srd_tuner_decision d;
+  srd_tuner_decide(t, &rq, &d);
+  srd_tuner_destroy(t);
+  return {d.algo, d.proto, d.channels};
+}
+
+Pick decide_full(const Topo &topo, int nnodes, int coll, size_t nbytes) {
+  Table table(coll, nnodes * topo.ppn, nnodes);
+  return decide(topo.net, nnodes, topo.ppn, coll, nbytes, &table);
+}
+
+std::string name(const Pick &p) { return std::string(srd_algo_name(p.algo)) + "/" + srd_proto_name(p.proto); }
+
+const Topo &topo(const char *n) {
+  static std::vector<Topo> all = topologies();
+  for (const Topo &t : all)
+    if (!strcmp(t.name, n)) return t;
+  abort();
+}
+
+constexpr size_t KiB = 1024, MiB = 1024 * KiB, GiB = 1024 * MiB;
+
+struct Expect {
+  const char *topo;
+  int nodes;
+  int coll;
+  size_t bytes;
+  const char *pick;
+  const char *why;
+};
+
+}  // namespace
+
+TEST(TunerModel, DecisionTable) {
+  const Expect table[] = {
+      // Latency-bound: LL has the cheapest hop; with 8 GPUs per node the tree
+      // walks 2x(1 network + 7 NVLink) hops against the ring's 2x(1 + 14).
+      {"p5", 2, SRD_COLL_ALLREDUCE, 8, "Tree/LL", "fewest hops, cheapest hop"},
+      // 1 GiB is bandwidth-bound: SIMPLE keeps every byte, the ring moves
+      // 2(R-1)/R of the buffer per node against the tree's 2/0.85.
+      {"p5", 2, SRD_COLL_ALLREDUCE, 1 * GiB, "Ring/Simple", "bandwidth: ring, full-efficiency protocol"},
+      // In between, LL128 (safe on p5) keeps 94% of the bandwidth with LL-like hops.
+      {"p5", 2, SRD_COLL_ALLREDUCE, 4 * MiB, "Tree/LL128", "in-order EFA: LL128 is allowed and cheapest"},
+      {"p5", 8, SRD_COLL_ALLREDUCE, 64 * MiB, "Tree/LL128", "mid-size on p5: LL128"},
+      // 1024 nodes: a ring pays 2x1023 network hops (~45 ms); the tree's log
+      // depth wins even at 1 GiB.
+      {"p5", 1024, SRD_COLL_ALLREDUCE, 1 * GiB, "Tree/Simple", "ring latency grows linearly with nodes"},
+      // p4d: the in-order probe failed, so no LL128: LL then SIMPLE.
+      {"p4d", 2, SRD_COLL_ALLREDUCE, 8, "Tree/LL", "latency-bound"},
+      {"p4d", 4, SRD_COLL_ALLREDUCE, 4 * MiB, "Tree/Simple", "no LL128 without the in-order guarantee"},
+      {"p4d", 4, SRD_COLL_ALLREDUCE, 256 * MiB, "Ring/Simple", "bandwidth-bound at 4 nodes"},
+      {"p4d", 16, SRD_COLL_ALLGATHER, 64 * MiB, "Ring/Simple", "AllGather: ring only (8 GPUs/node: no PAT)"},
+      // Two nodes of one GPU: ring and tree have the same two hops, the ring
+      // moves fewer bytes, so the ring wins at every size.
+      {"single", 2, SRD_COLL_ALLREDUCE, 8, "Ring/LL", "ring = tree in hops at 2 nodes"},
+      {"single", 2, SRD_COLL_ALLREDUCE, 1 * GiB, "Ring/Simple", "bandwidth"},
+      // One GPU per node: PAT's log-depth latency beats the ring for small gathers.
+      {"single", 8, SRD_COLL_ALLGATHER, 8 * KiB, "PAT/Simple", "log2(8)=3 hops against 7"},
+      {"single", 8, SRD_COLL_ALLGATHER, 1 * GiB, "Ring/Simple", "PAT gets 75% of ring bandwidth"},
+      {"single", 64, SRD_COLL_REDUCESCATTER, 64 * KiB, "PAT/Simple", "log depth at 64 nodes"},
+      // tcp: 40 us hops make latency dominate longer; no LL128 ever.
+      {"tcp", 2, SRD_COLL_ALLREDUCE, 8, "Ring/LL", "two nodes: ring"},
+      {"tcp", 8, SRD_COLL_ALLREDUCE, 8, "Tree/LL", "log hops"},
+      {"tcp", 8, SRD_COLL_ALLREDUCE, 256 * KiB, "Tree/Simple", "LL's halved bandwidth costs more than its hops save"},
+      {"tcp", 8, SRD_COLL_ALLREDUCE, 64 * MiB, "Ring/Simple", "bandwidth"},
+      {"tcp", 4, SRD_COLL_ALLGATHER, 8, "PAT/Simple", "log hops"},
+      {"tcp", 2, SRD_COLL_ALLGATHER, 8, "Ring/LL", "PAT has no advantage at 2 nodes"},
+      // Broadcast and Reduce are rings in NCCL: only the protocol changes.
+      {"tcp", 8, SRD_COLL_BROADCAST, 8, "Ring/LL", "latency"},
+      {"tcp", 8, SRD_COLL_REDUCE, 1 * GiB, "Ring/Simple", "bandwidth"},
+  };
+  for (const Expect &e : table) {
+    Pick p = decide_full(topo(e.topo), e.nodes, e.coll, e.bytes);
+    EXPECT_EQ(name(p), e.pick) << e.topo << " " << srd_coll_name(e.coll) << " " << e.nodes << " nodes " << e.bytes
+                               << " B: " << e.why;
+    EXPECT_EQ(p.channels, 0) << "the model leaves the channel count to NCCL";
+  }
+}
+
+// Sizes from 1 B to 4 GiB, dense enough to see every switch.
+static std::vector<size_t> sizes() {
+  std::vector<size_t> s;
+  for (size_t n = 1; n <= 4 * GiB; n = n < 8 ? n + 1 : n + n / 8) s.push_back(n);
+  return s;
+}
+
+static std::vector<int> node_counts() {
+  std::vector<int> n;
+  for (int i = 1; i <= 16; i++) n.push_back(i);
+  for (int i = 24; i <= 1024; i = i * 3 / 2) n.push_back(i);
+  n.push_back(1024);
+  return n;
+}
+
+TEST(TunerModel, NoLL128WhereUnsafe) {
+  for (const Topo &t : topologies()) {
+    for (int nodes : node_counts()) {
+      srd_tuner_comm comm;
+      srd_tuner_comm_init(&comm, (size_t)nodes * t.ppn, nodes, 0);
+      bool safe = srd_model_ll128_safe(&t.net, &comm);
+      // Only EFA with the in-order option, or no network at all, is safe.
+      EXPECT_EQ(safe, nodes == 1 || !strcmp(t.name, "p5")) << t.name << " " << nodes;
+      for (int coll = 0; coll < SRD_COLL_COUNT; coll++)
+        for (size_t n : {size_t(8), 64 * KiB, 1 * MiB, 16 * MiB, 1 * GiB}) {
+          Pick p = decide_full(t, nodes, coll, n);
+          if (!safe) {
+            EXPECT_NE(p.proto, SRD_PROTO_LL128) << t.name << " " << nodes << " " << coll << " " << n;
+          }
+        }
+    }
+  }
+}
+
+TEST(TunerModel, NoFlappingAcrossSizes) {
+  for (const Topo &t : topologies())
+    for (int nodes : node_counts()) {
+      if (nodes == 1) continue;
+      for (int coll = 0; coll < SRD_COLL_COUNT; coll++) {
+        std::vector<std::string> seen;
+        for (size_t n : sizes()) {
+          std::string pick = name(decide_full(t, nodes, coll, n));
+          if (!seen.empty() && seen.back() == pick) continue;
+          for (const std::string &old : seen)
+            ASSERT_NE(old, pick) << t.name << " " << srd_coll_name(coll) << " " << nodes << " nodes: " << pick
+                                 << " comes back at " << n << " B";
+          seen.push_back(pick);
+        }
+        // Latency-bound first, bandwidth-bound last: at most one switch per entry.
+        EXPECT_LE(seen.size(), 6u);
+      }
+    }
+}
+
+TEST(TunerModel, CostsAreAffineInSize) {
+  srd_tuner_comm comm;
+  srd_tuner_comm_init(&comm, 64, 8, 0);
+  const srd_tuner_net &net = topo("p5").net;
+  double c0[SRD_ALGO_COUNT][SRD_PROTO_COUNT], c1[SRD_ALGO_COUNT][SRD_PROTO_COUNT], c2[SRD_ALGO_COUNT][SRD_PROTO_COUNT];
+  srd_model_costs(&net, &comm, SRD_COLL_ALLREDUCE, 0, 1, c0);
+  srd_model_costs(&net, &comm, SRD_COLL_ALLREDUCE, 1 * MiB, 1, c1);
+  srd_model_costs(&net, &comm, SRD_COLL_ALLREDUCE, 2 * MiB, 1, c2);
+  for (int a = 0; a < SRD_ALGO_COUNT; a++)
+    for (int p = 0; p < SRD_PROTO_COUNT; p++) {
+      if (c0[a][p] < 0) continue;
+      EXPECT_GT(c0[a][p], 0) << "every entry has a latency";
+      EXPECT_NEAR(c2[a][p] - c1[a][p], c1[a][p] - c0[a][p], 1e-6 * c2[a][p]);
+    }
+  // What the model does not cover stays negative.
+  EXPECT_LT(c0[SRD_ALGO_NVLS][SRD_PROTO_SIMPLE], 0);
+  EXPECT_LT(c0[SRD_ALGO_COLLNET_DIRECT][SRD_PROTO_SIMPLE], 0);
+  // PAT only for gathers with one rank per node.
+  EXPECT_LT(c0[SRD_ALGO_PAT][SRD_PROTO_SIMPLE], 0);
+}
+
+TEST(TunerModel, IgnoredEntriesStayIgnored) {
+  std::mt19937 rng(42);
+  for (int iter = 0; iter < 3000; iter++) {
+    const Topo &t = topologies()[rng() % 4];
+    int nodes = 1 + rng() % 64, coll = rng() % SRD_COLL_COUNT;
+    size_t n = size_t(1) << (rng() % 32);
+    Table table(coll, nodes * t.ppn, nodes);
+    for (auto &row : table.t)
+      for (float &c : row)
+        if (rng() % 3 == 0) c = -1.0f;
+        else if (c < 0 && rng() % 4 == 0) c = 50.0f + rng() % 100;  // NCCL may enable anything
+    Table before = table;
+    Pick p = decide(t.net, nodes, t.ppn, coll, n, &table);
+    int changed = 0;
+    for (int a = 0; a < SRD_ALGO_COUNT; a++)
+      for (int pr = 0; pr < SRD_PROTO_COUNT; pr++) {
+        if (before.t[a][pr] < 0) {
+          ASSERT_EQ(table.t[a][pr], -1.0f) << "re-enabled " << a << "/" << pr;
+        }
+        if (table.t[a][pr] != before.t[a][pr]) {
+          changed++;
+          EXPECT_EQ(table.t[a][pr], 0.0f);
+          EXPECT_EQ(a, p.algo);
+          EXPECT_EQ(pr, p.proto);
+        }
+      }
+    EXPECT_LE(changed, 1);
+    if (p.algo >= 0) {
+      EXPECT_EQ(changed, 1);
+      // The winner is now NCCL's cheapest entry.
+      for (auto &row : table.t)
+        for (float c : row)
+          if (c >= 0) {
+            EXPECT_GE(c, table.t[p.algo][p.proto]);
+          }
+    }
+  }
+}
+
+TEST(TunerModel, LeavesNcclAloneWithoutNetworkOrWhenForced) {
+  const Topo &t = topo("p5");
+  // One node: the network is not involved, NCCL knows NVLink better.
+  Table one(SRD_COLL_ALLREDUCE, 8, 1);
+  Table copy = one;
+  EXPECT_EQ(decide(t.net, 1, 8, SRD_COLL_ALLREDUCE, 1 * MiB, &one).algo, -1);
+  EXPECT_EQ(memcmp(one.t, copy.t, sizeof(one.t)), 0);
+  // Four nodes in one NVLink domain: no network either.
+  Table mnnvl(SRD_COLL_ALLREDUCE, 32, 4);
+  EXPECT_EQ(decide(t.net, 4, 8, SRD_COLL_ALLREDUCE, 1 * MiB, &mnnvl, nullptr, 1).algo, -1);
+  // Eight nodes in two NVLink domains: the model sees two network nodes.
+  Table two(SRD_COLL_ALLREDUCE, 64, 8);
+  EXPECT_GE(decide(t.net, 8, 8, SRD_COLL_ALLREDUCE, 1 * MiB, &two, nullptr, 2).algo, 0);
+  // NCCL_ALGO or NCCL_PROTO set: nothing changes.
+  Table forced(SRD_COLL_ALLREDUCE, 32, 4);
+  copy = forced;
+  EXPECT_EQ(decide(t.net, 4, 8, SRD_COLL_ALLREDUCE, 1 * MiB, &forced, nullptr, 0, 1).algo, -1);
+  EXPECT_EQ(memcmp(forced.t, copy.t, sizeof(forced.t)), 0);
+  // Collectives the tuner does not know (send/recv and later ones): nothing.
+  Table other(SRD_COLL_ALLREDUCE, 32, 4);
+  copy = other;
+  EXPECT_EQ(decide(t.net, 4, 8, 5, 1 * MiB, &other).algo, -1);
+  EXPECT_EQ(memcmp(other.t, copy.t, sizeof(other.t)), 0);
+}
+
+TEST(TunerModel, DefersToAlgorithmsItDoesNotModel) {
+  const Topo &t = topo("p5");
+  Table table(SRD_COLL_ALLREDUCE, 32, 4);
+  table.t[SRD_ALGO_NVLS_TREE][SRD_PROTO_SIMPLE] = 5.0f;  // NCCL's cheapest
+  Table copy = table;
+  EXPECT_EQ(decide(t.net, 4, 8, SRD_COLL_ALLREDUCE, 64 * MiB, &table).algo, -1);
+  EXPECT_EQ(memcmp(table.t, copy.t, sizeof(table.t)), 0);
+  // When NVLS is enabled but not NCCL's favourite, the model chooses.
+  table.t[SRD_ALGO_NVLS_TREE][SRD_PROTO_SIMPLE] = 500.0f;
+  EXPECT_GE(decide(t.net, 4, 8, SRD_COLL_ALLREDUCE, 64 * MiB, &table).algo, 0);
+}
+
+TEST(TunerModel, V2WithoutTable) {
+  const Topo &t = topo("tcp");
+  Pick p = decide(t.net, 8, 1, SRD_COLL_ALLREDUCE, 8, nullptr);
+  EXPECT_EQ(name(p), "Tree/LL");
+  // PAT is offered to v2 only where NCCL enables it (one rank per node).
+  p = decide(t.net, 8, 1, SRD_COLL_ALLGATHER, 8, nullptr);
+  EXPECT_EQ(name(p), "PAT/Simple");
+  p = decide(topo("p4d").net, 8, 8, SRD_COLL_ALLGATHER, 8, nullptr);
+  EXPECT_EQ(p.algo, SRD_ALGO_RING);
+  // CollNet/NVLS on offer: v2 cannot see NCCL's estimate, so it stays out.
+  srd_tuner *tu = srd_tuner_create_with(8, 8, 0, &t.net, nullptr, 0);
+  srd_tuner_request rq = {SRD_COLL_ALLREDUCE, 8, 1, nullptr, 0, 0, 1};
+  srd_tuner_decision d;
+  srd_tuner_decide(tu, &rq, &d);
+  EXPECT_EQ(d.algo, -1);
+  srd_tuner_destroy(tu);
+}
+
+static srd_tuner_rules parse(const char *text) {
+  srd_tuner_rules r;
+  char err[256];
+  EXPECT_EQ(srd_rules_parse(text, strlen(text), &r, err, sizeof(err)), 0) << err;
+  return r;
+}
+
+TEST(TunerModel, RulesOverrideTheModel) {
+  const Topo &t = topo("tcp");
+  srd_tuner_rules r = parse(
+      "coll=allreduce size=0-64K nodes=8 algo=ring proto=simple channels=2\n"
+      "coll=allreduce size=1G-* proto=ll\n"
+      "coll=allgather algo=ring proto=ll128\n"
+      "coll=broadcast channels=3\n");
+  Table table(SRD_COLL_ALLREDUCE, 8, 8);
+  Pick p = decide(t.net, 8, 1, SRD_COLL_ALLREDUCE, 1 * KiB, &table, &r);
+  EXPECT_EQ(name(p), "Ring/Simple");
+  EXPECT_EQ(p.channels, 2);
+  EXPECT_EQ(table.t[SRD_ALGO_RING][SRD_PROTO_SIMPLE], 0.0f);
+  // Outside the node range: the model again.
+  Table t4(SRD_COLL_ALLREDUCE, 4, 4);
+  EXPECT_EQ(name(decide(t.net, 4, 1, SRD_COLL_ALLREDUCE, 1 * KiB, &t4, &r)), "Tree/LL");
+  // proto only: the model picks the algorithm among LL entries.
+  Table big(SRD_COLL_ALLREDUCE, 8, 8);
+  p = decide(t.net, 8, 1, SRD_COLL_ALLREDUCE, 2 * GiB, &big, &r);
+  EXPECT_EQ(p.proto, SRD_PROTO_LL);
+  // LL128 across tcp is never allowed, not even by a rule: the model decides.
+  Table ag(SRD_COLL_ALLGATHER, 8, 8);
+  p = decide(t.net, 8, 1, SRD_COLL_ALLGATHER, 1 * MiB, &ag, &r);
+  EXPECT_NE(p.proto, SRD_PROTO_LL128);
+  EXPECT_GE(p.algo, 0);
+  // A rule that forces only channels keeps the model's choice.
+  Table bc(SRD_COLL_BROADCAST, 8, 8);
+  p = decide(t.net, 8, 1, SRD_COLL_BROADCAST, 1 * GiB, &bc, &r);
+  EXPECT_EQ(name(p), "Ring/Simple");
+  EXPECT_EQ(p.channels, 3);
+  // A rule's entry that NCCL ignores is not re-enabled.
+  Table off(SRD_COLL_ALLREDUCE, 8, 8);
+  off.t[SRD_ALGO_RING][SRD_PROTO_SIMPLE] = -1.0f;
+  p = decide(t.net, 8, 1, SRD_COLL_ALLREDUCE, 1 * KiB, &off, &r);
+  EXPECT_EQ(off.t[SRD_ALGO_RING][SRD_PROTO_SIMPLE], -1.0f);
+  EXPECT_FALSE(p.algo == SRD_ALGO_RING && p.proto == SRD_PROTO_SIMPLE);
+  srd_rules_free(&r);
+}
+
+TEST(TunerModel, RulesOnOneNodeRankByNcclsEstimates) {
+  srd_tuner_rules r = parse("coll=allreduce proto=simple\n");
+  Table table(SRD_COLL_ALLREDUCE, 8, 1);
+  table.t[SRD_ALGO_TREE][SRD_PROTO_SIMPLE] = 7.0f;
+  table.t[SRD_ALGO_RING][SRD_PROTO_SIMPLE] = 9.0f;
+  EXPECT_EQ(name(decide(topo("p5").net, 1, 8, SRD_COLL_ALLREDUCE, 1 * MiB, &table, &r)), "Tree/Simple");
+  srd_rules_free(&r);
+}
+
+TEST(TunerModel, ChunkFromRules) {
+  srd_tuner_rules r = parse("coll=allreduce algo=ring proto=simple chunk=512K\n");
+  srd_tuner *t = srd_tuner_create_with(8, 8, 0, &topo("tcp").net, &r, 0);
+  size_t chunk = 128 * KiB;
+  srd_tuner_chunk(t, SRD_COLL_ALLREDUCE, 1 * MiB, SRD_ALGO_TREE, SRD_PROTO_SIMPLE, &chunk);
+  EXPECT_EQ(chunk, 128 * KiB) << "another algorithm: NCCL's chunk";
+  srd_tuner_chunk(t, SRD_COLL_ALLREDUCE, 1 * MiB, SRD_ALGO_RING, SRD_PROTO_SIMPLE, &chunk);
+  EXPECT_EQ(chunk, 512 * KiB);
+  srd_tuner_chunk(t, 99, 1 * MiB, SRD_ALGO_RING, SRD_PROTO_SIMPLE, &chunk);
+  srd_tuner_destroy(t);
+  srd_rules_free(&r);
+}
+
+TEST(TunerModel, CalibrationLinesChangeTheModel) {
+  srd_tuner_rules r = parse("model hop_us=1 rail_gbps=400 efficiency=0.5\n");
+  srd_tuner_net net = topo("tcp").net;
+  srd_rules_calibrate(&r, &net);
+  EXPECT_DOUBLE_EQ(net.hop_us, 1.0);
+  EXPECT_DOUBLE_EQ(net.rail_gbps, 400.0);
+  EXPECT_DOUBLE_EQ(net.efficiency, 0.5);
+  srd_rules_free(&r);
+}
+
+TEST(TunerModel, ProviderClasses) {
+  srd_tuner_net efa = make_net("efa", 1, 1, 100, 1, 0), tcp = make_net("tcp;ofi_rxm", 1, 1, 25, 1, 0);
+  srd_tuner_net shm = make_net("shm", 1, 1, 10, 1, 0), lo = make_net("tcp;ofi_rxm", 1, 1, 10, 0, 1);
+  EXPECT_TRUE(efa.ll128_in_order);
+  EXPECT_FALSE(tcp.ll128_in_order) << "only EFA promises in-order 128-byte writes";
+  EXPECT_FALSE(shm.ll128_in_order);
+  EXPECT_LT(shm.hop_us, efa.hop_us);
+  EXPECT_LT(efa.hop_us, tcp.hop_us);
+  EXPECT_LT(lo.hop_us, tcp.hop_us);
+  EXPECT_GT(lo.rail_gbps, 10.0) << "loopback's reported speed means nothing";
+}

@@ -1,0 +1,99 @@
+/* The model's view of the transport, from the same topo/ code the net plugin
+ * uses: which provider, how many rails per GPU and per node, how fast, and
+ * whether EFA will keep 128-byte writes in order. Discovered once per process
+ * (every communicator's init asks; hwloc and fi_getinfo are not free). */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_ext.h>
+
+#include "srd/log.h"
+#include "srd/param.h"
+#include "srd/topo.h"
+#include "srd/tuner.h"
+
+#if HAVE_DECL_FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES
+/* The option is accepted only where the device really writes 128-byte aligned
+ * blocks in order; the net plugin sets the same option on its endpoints. */
+static int probe_efa_in_order(struct fi_info *info) {
+  struct fid_fabric *fabric = NULL;
+  struct fid_domain *domain = NULL;
+  struct fid_ep *ep = NULL;
+  int ok = 0;
+  if (fi_fabric(info->fabric_attr, &fabric, NULL) || fi_domain(fabric, info, &domain, NULL) ||
+      fi_endpoint(domain, info, &ep, NULL))
+    goto out;
+  bool on = true;
+  ok = fi_setopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES, &on, sizeof(on)) == 0;
+out:
+  if (ep) fi_close(&ep->fid);
+  if (domain) fi_close(&domain->fid);
+  if (fabric) fi_close(&fabric->fid);
+  return ok;
+}
+#endif
+
+static int probe_ll128(const struct srd_nic_list *nics) {
+#if HAVE_DECL_FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES
+  if (strncmp(nics->provider, "efa", 3) == 0 && nics->n > 0) return probe_efa_in_order(nics->nics[0].info);
+#else
+  (void)nics;
+#endif
+  return 0;
+}
+
+static struct srd_tuner_net discovered;
+static pthread_once_t discover_once = PTHREAD_ONCE_INIT;
+
+static void describe_fallback(struct srd_tuner_net *net) {
+  memset(net, 0, sizeof(*net));
+  net->rails_per_gpu = net->rails_per_node = 1;
+  net->rail_gbps = SRD_DEFAULT_SPEED_MBPS / 1000.0;
+  srd_tuner_net_defaults(net, "unknown", 0, 0);
+}
+
+static void discover(void) {
+  struct srd_tuner_net *net = &discovered;
+  struct srd_nic_list nics;
+  if (srd_topo_discover(&nics)) {
+    describe_fallback(net);
+    SRD_INFO(NCCL_INIT | NCCL_TUNING, "tuner: no usable libfabric provider; modelling one tcp-like rail");
+    return;
+  }
+  memset(net, 0, sizeof(*net));
+  long long total_mbps = 0;
+  int loopback = 1;
+  for (int i = 0; i < nics.n; i++) {
+    total_mbps += nics.nics[i].speed_mbps;
+    if (strcmp(nics.nics[i].name, "lo")) loopback = 0;
+  }
+  net->rails_per_node = nics.n;
+  net->rails_per_gpu = nics.n;
+  net->rail_gbps = (double)total_mbps / nics.n / 1000.0;
+
+  struct srd_topo topo;
+  if (srd_topo_group(&nics, NULL, (int)srd_param_int(SRD_PARAM_RAILS), &topo) == 0 && topo.ngroups > 0) {
+    int rails = 0;
+    for (int g = 0; g < topo.ngroups; g++) rails += topo.groups[g].nrails;
+    net->rails_per_gpu = (rails + topo.ngroups - 1) / topo.ngroups;
+  }
+  srd_tuner_net_defaults(net, nics.provider, loopback, probe_ll128(&nics));
+  SRD_INFO(NCCL_INIT | NCCL_TUNING,
+           "tuner: provider %s%s, %d NIC(s) per node, %d per GPU, %.0f Gbit/s each; hop %.0f us; LL128 over the "
+           "network %s",
+           net->provider, loopback ? " (loopback)" : "", net->rails_per_node, net->rails_per_gpu, net->rail_gbps,
+           net->hop_us, net->ll128_in_order ? "safe (in-order 128-byte writes)" : "unsafe: never chosen");
+  srd_topo_free(&nics);
+}
+
+void srd_tuner_net_discover(struct srd_tuner_net *out) {
+  pthread_once(&discover_once, discover);
+  *out = discovered;
+}
