@@ -1,0 +1,42 @@
+#!/bin/sh
+# The plugin libraries export their NCCL tables and nothing else:
+# ncclNetPlugin_v8 .. _v12 must be there, and every defined dynamic symbol
+# must be an ncclNetPlugin_v* or ncclTunerPlugin_v* table. The tuner library,
+# when it is built, is held to the same rule.
+set -u
+libs="${top_builddir:-.}/.libs"
+net="$libs/libnccl-net-srd.so"
+status=0
+
+fail() {
+  echo "FAIL: $*"
+  status=1
+}
+
+exports() {
+  nm -D --defined-only "$1" | awk 'NF >= 3 { print $3 }' | sort -u
+}
+
+check_only_tables() {
+  lib=$1
+  extra=$(exports "$lib" | grep -Ev '^(ncclNetPlugin_v[0-9]+|ncclTunerPlugin_v[0-9]+)$')
+  if [ -n "$extra" ]; then
+    fail "$lib exports symbols other than the plugin tables:"
+    echo "$extra" | sed 's/^/  /'
+  else
+    echo "ok: $lib exports only: $(exports "$lib" | tr '\n' ' ')"
+  fi
+}
+
+command -v nm >/dev/null || { echo "FAIL: nm not found"; exit 1; }
+[ -f "$net" ] || { echo "FAIL: $net is not built"; exit 1; }
+
+for v in 8 9 10 11 12; do
+  exports "$net" | grep -qx "ncclNetPlugin_v$v" || fail "$net does not export ncclNetPlugin_v$v"
+done
+check_only_tables "$net"
+
+tuner="$libs/libnccl-tuner-srd.so"
+[ -f "$tuner" ] && check_only_tables "$tuner"
+
+exit $status

@@ -1,0 +1,107 @@
+/* Message sizes from 0 bytes to 64 MiB, verified byte for byte; each size is
+ * received once into a buffer of exactly its size and once into a larger one
+ * (test() must report the size sent), and nothing past the sent bytes may be
+ * written. Run with NCCL_SRD_TEST_REORDER=1 too (reorder.sh). */
+#include <stdio.h>
+#include <string.h>
+
+#include "srdtest.h"
+
+#define MIB ((size_t)1 << 20)
+#define GUARD ((size_t)64 << 10)
+#define POISON 0xA5
+#define TIMEOUT_MS 30000
+
+static const size_t sizes[] = {0, 1, 3, 4095, 8192, 65536, 65537, MIB, 16 * MIB, 64 * MIB};
+#define NSIZES (sizeof sizes / sizeof sizes[0])
+#define MAX_SIZE (64 * MIB)
+/* The larger receive: more than the biggest send. */
+#define BIG_POST (MAX_SIZE + 4096)
+
+struct run {
+  const struct st_ctx *ctx;
+  int version;
+};
+
+static void sender(void *comm) {
+  void *buf = st_alloc(MAX_SIZE), *mh = NULL;
+  ST_NCCL(st_net_reg_mr(comm, buf, MAX_SIZE, &mh));
+  for (size_t i = 0; i < 2 * NSIZES; i++) {
+    size_t size = sizes[i % NSIZES];
+    st_pattern_fill(buf, size, 1000 + i);
+    void *req = NULL;
+    ncclResult_t rc = ncclSuccess;
+    enum st_wait w = st_isend_wait(comm, buf, size, (int)i, mh, &req, TIMEOUT_MS, &rc);
+    ST_CHECK(w == ST_DONE, "isend #%zu of %zu bytes: %s (rc %d)", i, size, w == ST_TIMEOUT ? "never accepted" : "error",
+             (int)rc);
+    w = st_test_wait(req, NULL, TIMEOUT_MS, &rc);
+    ST_CHECK(w == ST_DONE, "send #%zu of %zu bytes: %s (rc %d)", i, size, w == ST_TIMEOUT ? "not done" : "error",
+             (int)rc);
+  }
+  ST_NCCL(st_net_dereg_mr(comm, mh));
+  st_free(buf, MAX_SIZE);
+}
+
+static void receiver(void *comm) {
+  size_t len = BIG_POST + GUARD;
+  unsigned char *buf = st_alloc(len);
+  void *mh = NULL;
+  /* One registration of the whole buffer, guard included, as NCCL does: an
+   * overrun would land in registered memory and be seen. */
+  ST_NCCL(st_net_reg_mr(comm, buf, len, &mh));
+  for (size_t i = 0; i < 2 * NSIZES; i++) {
+    size_t size = sizes[i % NSIZES];
+    size_t posted = i < NSIZES ? size : BIG_POST;
+    memset(buf, POISON, posted + GUARD);
+    void *req = NULL, *data = buf;
+    int tag = (int)i;
+    ncclResult_t rc = ncclSuccess;
+    enum st_wait w = st_irecv_wait(comm, 1, &data, &posted, &tag, &mh, &req, TIMEOUT_MS, &rc);
+    ST_CHECK(w == ST_DONE, "irecv #%zu (%zu posted): %s (rc %d)", i, posted, w == ST_TIMEOUT ? "never accepted" : "error",
+             (int)rc);
+    int got = -1;
+    w = st_test_wait(req, &got, TIMEOUT_MS, &rc);
+    ST_CHECK(w == ST_DONE, "recv #%zu of %zu bytes (%zu posted): %s (rc %d)", i, size, posted,
+             w == ST_TIMEOUT ? "not done" : "error", (int)rc);
+    ST_CHECK(got >= 0 && (size_t)got == size, "recv #%zu of %zu bytes (%zu posted): test() reported %d", i, size,
+             posted, got);
+    size_t bad = st_pattern_check(buf, size, 1000 + i);
+    ST_CHECK(bad == SIZE_MAX, "recv #%zu of %zu bytes (%zu posted): wrong byte at offset %zu", i, size, posted, bad);
+    bad = st_check_byte(buf + size, posted + GUARD - size, POISON);
+    ST_CHECK(bad == SIZE_MAX, "recv #%zu of %zu bytes (%zu posted): byte %zu past the message was written", i, size,
+             posted, size + bad);
+  }
+  ST_NCCL(st_net_dereg_mr(comm, mh));
+  st_free(buf, len);
+}
+
+static int rank_main(int rank, int nranks, void *arg) {
+  const struct run *run = arg;
+  st_setup(run->ctx, run->version);
+  void *comm = st_pair_comm(rank, 0, 1, TIMEOUT_MS);
+  if (rank == 0) {
+    receiver(comm);
+    ST_NCCL(st_net_close_recv(comm));
+  } else {
+    sender(comm);
+    ST_NCCL(st_net_close_send(comm));
+  }
+  ST_NCCL(st_net_finalize());
+  return 0;
+}
+
+static int run_version(const struct st_ctx *ctx, int version) {
+  struct run run = {ctx, st_version(version)};
+  char label[96];
+  snprintf(label, sizeof label, "%s[%s] v%d", ctx->test, ctx->provider, run.version);
+  struct st_group_opts opts = {.timeout_s = 120};
+  return st_group_run(label, 2, rank_main, &run, &opts);
+}
+
+static int sizes_v11(const struct st_ctx *ctx) { return run_version(ctx, 11); }
+static int sizes_v8(const struct st_ctx *ctx) { return run_version(ctx, 8); }
+
+int main(int argc, char **argv) {
+  static const struct st_case cases[] = {{"sizes", sizes_v11}, {"sizes-v8", sizes_v8}};
+  return st_main(argc, argv, cases, 2);
+}

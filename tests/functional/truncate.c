@@ -1,0 +1,111 @@
+/* Truncation: a send larger than the posted receive must end in an error on
+ * the receiver and/or the sender, never a silent success, never an overrun
+ * (a guard after the receive buffer, inside the same registration, must stay
+ * untouched) and never a hang: both sides resolve within 10 s. Each case uses
+ * a fresh comm pair, since a comm that saw an error may fail from then on. */
+#include <stdio.h>
+#include <string.h>
+
+#include "srdtest.h"
+
+#define POSTED 4096
+#define GUARD ((size_t)2 << 20) /* more than the largest send, so any overrun lands in it */
+#define POISON 0xC3
+#define RESOLVE_MS 10000
+#define SETUP_MS 30000
+#define VERSION 10
+
+/* Sizes over the posted 4 KiB: eager (just over, and at the default eager
+ * limit) and through the clear-to-send path. */
+static const size_t send_sizes[] = {POSTED + 1, 8192, 1 << 20};
+#define NCASES (sizeof send_sizes / sizeof send_sizes[0])
+
+enum outcome { OUT_SUCCESS, OUT_ERROR, OUT_TIMEOUT };
+static const char *outcome_name[] = {"success", "error", "no answer within 10 s"};
+
+static enum outcome from_wait(enum st_wait w) { return w == ST_DONE ? OUT_SUCCESS : w == ST_ERROR ? OUT_ERROR : OUT_TIMEOUT; }
+
+static enum outcome send_case(void *comm, unsigned char *buf, void *mh, size_t size, int tag) {
+  void *req = NULL;
+  ncclResult_t rc = ncclSuccess;
+  int64_t deadline = st_now_ms() + RESOLVE_MS;
+  enum st_wait w = st_isend_wait(comm, buf, size, tag, mh, &req, RESOLVE_MS, &rc);
+  if (w != ST_DONE) return from_wait(w);
+  int left = (int)(deadline - st_now_ms());
+  return from_wait(st_test_wait(req, NULL, left > 0 ? left : 1, &rc));
+}
+
+static enum outcome recv_case(void *comm, unsigned char *buf, void *mh, int tag, int *got) {
+  void *req = NULL, *data = buf;
+  size_t posted = POSTED;
+  ncclResult_t rc = ncclSuccess;
+  int64_t deadline = st_now_ms() + RESOLVE_MS;
+  enum st_wait w = st_irecv_wait(comm, 1, &data, &posted, &tag, &mh, &req, RESOLVE_MS, &rc);
+  if (w != ST_DONE) return from_wait(w);
+  int left = (int)(deadline - st_now_ms());
+  return from_wait(st_test_wait(req, got, left > 0 ? left : 1, &rc));
+}
+
+static int rank_main(int rank, int nranks, void *arg) {
+  st_setup(arg, st_version(VERSION));
+  size_t len = POSTED + GUARD;
+  unsigned char *buf = st_alloc(len);
+  int failed = 0;
+  for (size_t c = 0; c < NCASES; c++) {
+    size_t size = send_sizes[c];
+    void *comm = st_pair_comm(rank, 0, 1, SETUP_MS), *mh = NULL;
+    ST_NCCL(st_net_reg_mr(comm, buf, len, &mh));
+    enum outcome mine, peer;
+    int got = -1;
+    if (rank == 0) {
+      memset(buf, POISON, len);
+      mine = recv_case(comm, buf, mh, (int)c, &got);
+    } else {
+      st_pattern_fill(buf, size, c);
+      mine = send_case(comm, buf, mh, size, (int)c);
+    }
+    st_oob_send(1 - rank, &mine, sizeof mine);
+    st_oob_recv(1 - rank, &peer, sizeof peer, 2 * RESOLVE_MS);
+    st_note("%zu bytes into %d: %s: %s, peer: %s", size, POSTED, rank == 0 ? "receiver" : "sender",
+            outcome_name[mine], outcome_name[peer]);
+    if (mine == OUT_TIMEOUT) {
+      st_note("FAIL %zu bytes into %d: the %s's request did not resolve in %d ms (a hang)", size, POSTED,
+              rank == 0 ? "receiver" : "sender", RESOLVE_MS);
+      failed = 1;
+    }
+    if (rank == 0) {
+      if (mine == OUT_SUCCESS && peer == OUT_SUCCESS) {
+        st_note("FAIL %zu bytes into %d: both sides succeeded (test() reported %d bytes): silent truncation", size,
+                POSTED, got);
+        failed = 1;
+      }
+      if (mine == OUT_SUCCESS && (got < 0 || got > POSTED)) {
+        st_note("FAIL %zu bytes into %d: the receive succeeded reporting %d bytes", size, POSTED, got);
+        failed = 1;
+      }
+      size_t bad = st_check_byte(buf + POSTED, GUARD, POISON);
+      if (bad != SIZE_MAX) {
+        st_note("FAIL %zu bytes into %d: overrun, guard byte %zu past the buffer was written", size, POSTED, bad);
+        failed = 1;
+      }
+    }
+    ST_NCCL(st_net_dereg_mr(comm, mh));
+    ST_NCCL(rank == 0 ? st_net_close_recv(comm) : st_net_close_send(comm));
+    st_barrier(SETUP_MS);
+  }
+  st_free(buf, len);
+  ST_NCCL(st_net_finalize());
+  return failed;
+}
+
+static int truncation(const struct st_ctx *ctx) {
+  char label[96];
+  snprintf(label, sizeof label, "%s[%s]", ctx->test, ctx->provider);
+  struct st_group_opts opts = {.timeout_s = 90};
+  return st_group_run(label, 2, rank_main, (void *)ctx, &opts);
+}
+
+int main(int argc, char **argv) {
+  static const struct st_case cases[] = {{"truncation", truncation}};
+  return st_main(argc, argv, cases, 1);
+}
