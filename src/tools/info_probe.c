@@ -1,0 +1,171 @@
+#include "info_probe.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_ext.h>
+
+#include "config.h"
+#include "srd/param.h"
+
+__attribute__((format(printf, 2, 3))) static void warn(struct info_report *r, const char *fmt, ...) {
+  if (r->nwarnings == INFO_MAX_WARNINGS) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(r->warnings[r->nwarnings++], sizeof(r->warnings[0]), fmt, ap);
+  va_end(ap);
+}
+
+static void add_provider(struct info_report *r, const char *name, int rdm) {
+  for (int i = 0; i < r->nproviders; i++)
+    if (!strcmp(r->providers[i].name, name)) {
+      r->providers[i].rdm |= rdm;
+      return;
+    }
+  if (r->nproviders == INFO_MAX_PROVIDERS) return;
+  snprintf(r->providers[r->nproviders].name, sizeof(r->providers[0].name), "%s", name);
+  r->providers[r->nproviders++].rdm = rdm;
+}
+
+/* Every provider libfabric offers, and which of them do reliable datagrams. */
+static void list_providers(struct info_report *r) {
+  struct fi_info *all = NULL;
+  if (fi_getinfo(SRD_FI_VERSION, NULL, NULL, 0, NULL, &all) == 0) {
+    for (struct fi_info *i = all; i; i = i->next)
+      add_provider(r, i->fabric_attr->prov_name, i->ep_attr && i->ep_attr->type == FI_EP_RDM);
+    fi_freeinfo(all);
+  }
+}
+
+/* Does the chosen provider still answer when asked for FI_HMEM too? */
+static int probe_hmem(const struct fi_info *info) {
+  struct fi_info *hints = fi_dupinfo(info), *out = NULL;
+  if (!hints) return -1;
+  hints->caps |= FI_HMEM;
+  int rc = fi_getinfo(SRD_FI_VERSION, NULL, NULL, 0, hints, &out);
+  fi_freeinfo(hints);
+  if (rc) return 0;
+  int hmem = (out->caps & FI_HMEM) != 0;
+  fi_freeinfo(out);
+  return hmem;
+}
+
+/* efa's promise that 128-byte aligned writes land in order (what LL128
+ * needs): only an endpoint can be asked. */
+static int probe_write_order_128(const struct fi_info *info) {
+#if HAVE_DECL_FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES
+  struct fid_fabric *fabric = NULL;
+  struct fid_domain *domain = NULL;
+  struct fid_ep *ep = NULL;
+  int result = -1;
+  if (!fi_fabric(info->fabric_attr, &fabric, NULL) && !fi_domain(fabric, (struct fi_info *)info, &domain, NULL) &&
+      !fi_endpoint(domain, (struct fi_info *)info, &ep, NULL)) {
+    bool on = true;
+    result = fi_setopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES, &on, sizeof(on)) == 0;
+  }
+  if (ep) fi_close(&ep->fid);
+  if (domain) fi_close(&domain->fid);
+  if (fabric) fi_close(&fabric->fid);
+  return result;
+#else
+  (void)info;
+  return -1;
+#endif
+}
+
+static void probe_caps(struct info_report *r) {
+  struct info_caps *c = &r->caps;
+  c->dmabuf_built = HAVE_DECL_FI_MR_DMABUF;
+  c->write_order_128_built = HAVE_DECL_FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES;
+  c->rma = c->hmem = c->write_order_128 = c->data_progress_auto = -1;
+  if (!r->discovered) return;
+  const struct fi_info *info = r->nics.nics[0].info;
+  c->rma = (info->caps & FI_RMA) && (info->caps & FI_WRITE) && (info->caps & FI_REMOTE_WRITE);
+  c->cq_data_size = info->domain_attr->cq_data_size;
+  c->max_msg_size = info->ep_attr->max_msg_size;
+  c->inject_size = info->tx_attr->inject_size;
+  c->mr_mode = (uint64_t)info->domain_attr->mr_mode;
+  c->data_progress_auto = info->domain_attr->data_progress == FI_PROGRESS_AUTO;
+  c->hmem = probe_hmem(info);
+  if (!strcmp(r->nics.provider, "efa")) c->write_order_128 = probe_write_order_128(info);
+}
+
+/* efa is on the machine but lacks what we need (RDMA write): we then fell
+ * back to another provider, which is rarely what the user wants on AWS. */
+static void check_efa_without_rdma(struct info_report *r) {
+  struct fi_info *hints = fi_allocinfo(), *out = NULL;
+  if (!hints) return;
+  hints->ep_attr->type = FI_EP_RDM;
+  hints->fabric_attr->prov_name = strdup("efa");
+  if (fi_getinfo(SRD_FI_VERSION, NULL, NULL, 0, hints, &out) == 0) {
+    int rdma = (out->caps & FI_RMA) && (out->caps & FI_REMOTE_WRITE);
+    if (!rdma)
+      warn(r, "efa is present but offers no RDMA write (older instance type or EFA driver without RDMA); "
+              "the data path needs it");
+    else if (r->discovered && strcmp(r->nics.provider, "efa"))
+      warn(r, "efa offers RDMA write but provider %s was chosen (%s)", r->nics.provider, r->nics.reason);
+    fi_freeinfo(out);
+  }
+  fi_freeinfo(hints);
+}
+
+static int module_loaded(const char *name) {
+  char path[128];
+  snprintf(path, sizeof(path), "/sys/module/%s", name);
+  return access(path, F_OK) == 0;
+}
+
+static void check_warnings(struct info_report *r) {
+  unsigned major = FI_MAJOR(r->fi_runtime), minor = FI_MINOR(r->fi_runtime);
+  if (r->discovered && !strcmp(r->nics.provider, "efa") &&
+      (major < INFO_MIN_EFA_MAJOR || (major == INFO_MIN_EFA_MAJOR && minor < INFO_MIN_EFA_MINOR)))
+    warn(r, "libfabric %u.%u is older than %d.%d, the oldest we support with efa", major, minor, INFO_MIN_EFA_MAJOR,
+         INFO_MIN_EFA_MINOR);
+  check_efa_without_rdma(r);
+  if (!r->discovered) {
+    warn(r, "no usable NIC: no provider offers RDM endpoints with messages, RMA and remote CQ data on a selected "
+            "interface (check FI_PROVIDER, NCCL_SRD_PROVIDER, NCCL_SRD_IFNAME)");
+    return;
+  }
+  int ngpus = r->grouped ? r->topo.ngpus : 0;
+  if (ngpus > 0 && r->nics.n < ngpus)
+    warn(r, "%d NIC(s) for %d GPUs: GPUs share NICs, so per-GPU bandwidth is lower", r->nics.n, ngpus);
+  if (ngpus > 0) {
+    for (int g = 0; g < r->topo.ngroups; g++) {
+      const struct srd_device_group *grp = &r->topo.groups[g];
+      if (grp->gpu >= 0 && !grp->pci_path[0])
+        warn(r, "GPU %d has no NIC on PCI near it: its traffic crosses the CPU interconnect", grp->gpu);
+    }
+    int gpu_reg = r->caps.hmem == 1 && (r->caps.dmabuf_built || r->gpu_peer_mem);
+    if (!gpu_reg)
+      warn(r, "GPUs are present but GPU memory cannot be registered (%s): NCCL will stage through host memory",
+           r->caps.hmem != 1 ? "the provider lacks FI_HMEM"
+                             : "neither dmabuf support (libfabric >= 1.20 headers) nor the nvidia-peermem module");
+  }
+}
+
+void info_gather(struct info_report *r) {
+  memset(r, 0, sizeof(*r));
+  r->fi_runtime = fi_version();
+  r->fi_built = SRD_FI_VERSION;
+  list_providers(r);
+  r->discovered = srd_topo_discover(&r->nics) == 0;
+  if (r->discovered)
+    r->grouped = srd_topo_group(&r->nics, NULL, (int)srd_param_int(SRD_PARAM_RAILS), &r->topo) == 0;
+  r->gpu_peer_mem = module_loaded("nvidia_peermem") || module_loaded("nv_peer_mem");
+  probe_caps(r);
+  check_warnings(r);
+}
+
+void info_release(struct info_report *r) {
+  if (r->discovered) srd_topo_free(&r->nics);
+  r->discovered = 0;
+}
+
+int info_usable(const struct info_report *r) { return r->discovered && r->nics.n > 0; }

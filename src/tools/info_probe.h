@@ -1,0 +1,61 @@
+/* What srd-info reports, gathered once and rendered as text or JSON: the
+ * libfabric in use, the provider and NICs our plugin would choose, their
+ * grouping around GPUs, what the provider can do, and what will break. */
+#ifndef SRD_TOOLS_INFO_PROBE_H
+#define SRD_TOOLS_INFO_PROBE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "srd/topo.h"
+
+#define INFO_MAX_PROVIDERS 32
+#define INFO_MAX_WARNINGS 16
+
+/* Oldest libfabric we trust with efa: RDM writes with immediate data and the
+ * device attributes we read landed by 1.18 (AWS's own plugin asked for 1.18
+ * through its 1.9 releases). */
+#define INFO_MIN_EFA_MAJOR 1
+#define INFO_MIN_EFA_MINOR 18
+
+struct info_provider {
+  char name[64];
+  int rdm; /* offers FI_EP_RDM endpoints */
+};
+
+/* -1: not known (not probed, or not applicable). */
+struct info_caps {
+  int rma;
+  size_t cq_data_size;
+  int hmem;            /* FI_HMEM offered by the provider */
+  int dmabuf_built;    /* libfabric headers had FI_MR_DMABUF at build time */
+  int write_order_128; /* efa: 128-byte aligned writes land in order */
+  int write_order_128_built;
+  size_t max_msg_size;
+  size_t inject_size;
+  uint64_t mr_mode;
+  int data_progress_auto;
+};
+
+struct info_report {
+  uint32_t fi_runtime; /* fi_version() */
+  uint32_t fi_built;   /* FI_VERSION this was compiled against */
+  int nproviders;
+  struct info_provider providers[INFO_MAX_PROVIDERS];
+  int discovered; /* srd_topo_discover succeeded */
+  struct srd_nic_list nics;
+  int grouped;
+  struct srd_topo topo;
+  struct info_caps caps;
+  int gpu_peer_mem; /* nvidia-peermem (or nv_peer_mem) kernel module loaded */
+  int nwarnings;
+  char warnings[INFO_MAX_WARNINGS][256];
+};
+
+/* Fills *r; never fails as a whole: what cannot be found is reported. */
+void info_gather(struct info_report *r);
+void info_release(struct info_report *r);
+/* A NIC is usable: the provider chose one and listed at least one NIC. */
+int info_usable(const struct info_report *r);
+
+#endif

@@ -1,0 +1,261 @@
+#include "perf_args.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char perf_usage[] =
+    "Usage: srd-perf [options]\n"
+    "Measure an ncclNet plugin (ours by default) the way NCCL drives it, or libfabric itself (--raw).\n"
+    "Without --server/--client it runs its own two local processes.\n"
+    "\n"
+    "Transport:\n"
+    "  --plugin PATH        ncclNet plugin library (default: libnccl-net-srd.so beside srd-perf, then the\n"
+    "                       library path); the highest ncclNetPlugin_v12..v8 table it exports is used\n"
+    "  --raw                fi_writedata straight on libfabric, same provider and NICs (the ceiling)\n"
+    "  --dev N              NCCL device (plugin) or NIC group (raw) to use (default 0)\n"
+    "  --cuda               CUDA buffers (not supported yet: host memory only)\n"
+    "\n"
+    "Processes:\n"
+    "  --server             wait for one --client (two machines)\n"
+    "  --client HOST        connect to a --server on HOST\n"
+    "  --port N             TCP port of the handle exchange (default 18515)\n"
+    "  --timeout SEC        give up on a silent peer after SEC seconds (default 15)\n"
+    "\n"
+    "Patterns:\n"
+    "  -t, --test LIST      comma list of lat, bw, bibw, all (default lat,bw; all = lat,bw,bibw)\n"
+    "  -b, --min-size SIZE  smallest message (default 8; K, M, G suffixes)\n"
+    "  -e, --max-size SIZE  largest message (default 64M)\n"
+    "  -f, --factor N       size multiplier between points (default 4)\n"
+    "  -n, --iters N        timed iterations per size (default: by size)\n"
+    "  -w, --warmup N       untimed iterations first (default: by size)\n"
+    "  -c, --comms N        connections in parallel, like NCCL channels (default 1, max 256)\n"
+    "  -W, --window N       requests in flight per connection (default 8, max 32)\n"
+    "  -g, --group N        buffers per grouped receive, each with its own tag (default 1, max 8)\n"
+    "  --check              fill and verify every byte (separate buffers per request)\n"
+    "\n"
+    "Output:\n"
+    "  --json               one JSON document on stdout instead of the table\n"
+    "  -h, --help           this text\n"
+    "\n"
+    "Environment: NCCL_SRD_* and FI_PROVIDER select the provider and NICs (see srd-info).\n";
+
+void perf_args_defaults(struct perf_opts *o) {
+  memset(o, 0, sizeof(*o));
+  o->role = PERF_ROLE_LOCAL;
+  o->port = PERF_DEFAULT_PORT;
+  o->tests = PERF_TEST_LAT | PERF_TEST_BW;
+  o->min_size = 8;
+  o->max_size = 64u << 20;
+  o->factor = 4;
+  o->warmup = -1;
+  o->comms = 1;
+  o->window = 8;
+  o->group = 1;
+  o->timeout_s = 15;
+}
+
+int perf_parse_size(const char *text, size_t *out) {
+  if (!text || !isdigit((unsigned char)*text)) return -1;
+  errno = 0;
+  char *end;
+  unsigned long long v = strtoull(text, &end, 10);
+  if (errno) return -1;
+  unsigned shift = 0;
+  switch (*end) {
+  case 'k': case 'K': shift = 10; end++; break;
+  case 'm': case 'M': shift = 20; end++; break;
+  case 'g': case 'G': shift = 30; end++; break;
+  default: break;
+  }
+  if (shift && (*end == 'i' || *end == 'I')) end++;
+  if (shift && (*end == 'b' || *end == 'B')) end++;
+  if (*end) return -1;
+  if (v > (SIZE_MAX >> shift)) return -1;
+  *out = (size_t)v << shift;
+  return 0;
+}
+
+void perf_format_size(size_t bytes, char *buf, size_t len) {
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB"};
+  int u = 0;
+  size_t v = bytes;
+  while (u < 3 && v >= 1024 && v % 1024 == 0) v /= 1024, u++;
+  snprintf(buf, len, "%zu %s", v, units[u]);
+}
+
+size_t perf_sweep(size_t min_size, size_t max_size, int factor, size_t *sizes, size_t cap) {
+  size_t n = 0;
+  size_t s = min_size;
+  while (n < cap && s < max_size) {
+    sizes[n++] = s;
+    if (s == 0) s = 1;
+    else if (s > max_size / (size_t)factor) break;
+    else s *= (size_t)factor;
+  }
+  if (n < cap && (n == 0 || sizes[n - 1] != max_size)) sizes[n++] = max_size;
+  return n;
+}
+
+void perf_iters_for(const struct perf_opts *o, size_t size, int *iters, int *warmup) {
+  const size_t budget = 64u << 20;
+  size_t n = size ? budget / size : 1000;
+  if (n < 5) n = 5;
+  if (n > 1000) n = 1000;
+  *iters = o->iters > 0 ? o->iters : (int)n;
+  *warmup = o->warmup >= 0 ? o->warmup : *iters / 10 + 1;
+}
+
+static int parse_int(const char *text, long lo, long hi, int *out) {
+  if (!text || !*text) return -1;
+  errno = 0;
+  char *end;
+  long v = strtol(text, &end, 10);
+  if (errno || *end || v < lo || v > hi) return -1;
+  *out = (int)v;
+  return 0;
+}
+
+static int parse_tests(const char *text, int *out) {
+  int bits = 0;
+  while (*text) {
+    size_t len = strcspn(text, ",");
+    if (len == 3 && !strncmp(text, "lat", 3)) bits |= PERF_TEST_LAT;
+    else if (len == 2 && !strncmp(text, "bw", 2)) bits |= PERF_TEST_BW;
+    else if (len == 4 && !strncmp(text, "bibw", 4)) bits |= PERF_TEST_BIBW;
+    else if (len == 3 && !strncmp(text, "all", 3)) bits |= PERF_TEST_LAT | PERF_TEST_BW | PERF_TEST_BIBW;
+    else return -1;
+    text += len;
+    if (*text == ',') text++;
+  }
+  if (!bits) return -1;
+  *out = bits;
+  return 0;
+}
+
+/* One option: its spellings, whether it takes a value. */
+struct opt_spec {
+  const char *long_name;
+  char short_name;
+  int has_value;
+};
+
+enum opt_id {
+  OPT_PLUGIN, OPT_RAW, OPT_DEV, OPT_CUDA, OPT_SERVER, OPT_CLIENT, OPT_PORT, OPT_TIMEOUT, OPT_TEST, OPT_MIN, OPT_MAX,
+  OPT_FACTOR, OPT_ITERS, OPT_WARMUP, OPT_COMMS, OPT_WINDOW, OPT_GROUP, OPT_CHECK, OPT_JSON, OPT_HELP, OPT_COUNT
+};
+
+static const struct opt_spec specs[OPT_COUNT] = {
+    [OPT_PLUGIN] = {"plugin", 0, 1},   [OPT_RAW] = {"raw", 0, 0},          [OPT_DEV] = {"dev", 0, 1},
+    [OPT_CUDA] = {"cuda", 0, 0},       [OPT_SERVER] = {"server", 0, 0},    [OPT_CLIENT] = {"client", 0, 1},
+    [OPT_PORT] = {"port", 0, 1},       [OPT_TIMEOUT] = {"timeout", 0, 1},  [OPT_TEST] = {"test", 't', 1},
+    [OPT_MIN] = {"min-size", 'b', 1},  [OPT_MAX] = {"max-size", 'e', 1},   [OPT_FACTOR] = {"factor", 'f', 1},
+    [OPT_ITERS] = {"iters", 'n', 1},   [OPT_WARMUP] = {"warmup", 'w', 1},  [OPT_COMMS] = {"comms", 'c', 1},
+    [OPT_WINDOW] = {"window", 'W', 1}, [OPT_GROUP] = {"group", 'g', 1},    [OPT_CHECK] = {"check", 0, 0},
+    [OPT_JSON] = {"json", 0, 0},       [OPT_HELP] = {"help", 'h', 0},
+};
+
+/* Match argv[i] against the table; *inline_value points after '=' when the
+ * value was given as --name=value. */
+static int find_opt(const char *arg, const char **inline_value) {
+  *inline_value = NULL;
+  if (arg[0] == '-' && arg[1] == '-') {
+    const char *name = arg + 2;
+    size_t len = strcspn(name, "=");
+    for (int i = 0; i < OPT_COUNT; i++)
+      if (strlen(specs[i].long_name) == len && !strncmp(specs[i].long_name, name, len)) {
+        if (name[len] == '=') *inline_value = name + len + 1;
+        return i;
+      }
+  } else if (arg[0] == '-' && arg[1] && !arg[2]) {
+    for (int i = 0; i < OPT_COUNT; i++)
+      if (specs[i].short_name == arg[1]) return i;
+  }
+  return -1;
+}
+
+static int apply(struct perf_opts *o, int id, const char *v) {
+  switch (id) {
+  case OPT_PLUGIN: return snprintf(o->plugin, sizeof(o->plugin), "%s", v) >= (int)sizeof(o->plugin) || !*v ? -1 : 0;
+  case OPT_RAW: o->raw = 1; return 0;
+  case OPT_DEV: return parse_int(v, 0, 1023, &o->dev);
+  case OPT_CUDA: o->cuda = 1; return 0;
+  case OPT_SERVER: o->role = PERF_ROLE_SERVER; return 0;
+  case OPT_CLIENT:
+    o->role = PERF_ROLE_CLIENT;
+    return snprintf(o->host, sizeof(o->host), "%s", v) >= (int)sizeof(o->host) || !*v ? -1 : 0;
+  case OPT_PORT: return parse_int(v, 1, 65535, &o->port);
+  case OPT_TIMEOUT: return parse_int(v, 1, 3600, &o->timeout_s);
+  case OPT_TEST: return parse_tests(v, &o->tests);
+  case OPT_MIN: return perf_parse_size(v, &o->min_size);
+  case OPT_MAX: return perf_parse_size(v, &o->max_size);
+  case OPT_FACTOR: return parse_int(v, 2, 1024, &o->factor);
+  case OPT_ITERS: return parse_int(v, 1, 100000000, &o->iters);
+  case OPT_WARMUP: return parse_int(v, 0, 100000000, &o->warmup);
+  case OPT_COMMS: return parse_int(v, 1, PERF_MAX_COMMS, &o->comms);
+  case OPT_WINDOW: return parse_int(v, 1, PERF_MAX_WINDOW, &o->window);
+  case OPT_GROUP: return parse_int(v, 1, PERF_MAX_GROUP, &o->group);
+  case OPT_CHECK: o->check = 1; return 0;
+  case OPT_JSON: o->json = 1; return 0;
+  default: return -1;
+  }
+}
+
+/* Largest message: the v8 ABI carries sizes in an int. */
+#define PERF_MAX_SIZE ((size_t)INT32_MAX)
+
+enum perf_args_result perf_args_parse(int argc, char *const argv[], struct perf_opts *o, char *err, size_t errlen) {
+  perf_args_defaults(o);
+  err[0] = 0;
+  int role_seen = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i], *value;
+    int id = find_opt(arg, &value);
+    if (id < 0) {
+      snprintf(err, errlen, "unknown option '%s' (see --help)", arg);
+      return PERF_ARGS_ERROR;
+    }
+    if (id == OPT_HELP) return PERF_ARGS_HELP;
+    if (specs[id].has_value && !value) {
+      if (i + 1 >= argc) {
+        snprintf(err, errlen, "option '%s' needs a value", arg);
+        return PERF_ARGS_ERROR;
+      }
+      value = argv[++i];
+    } else if (!specs[id].has_value && value) {
+      snprintf(err, errlen, "option '--%s' takes no value", specs[id].long_name);
+      return PERF_ARGS_ERROR;
+    }
+    if (id == OPT_SERVER || id == OPT_CLIENT) {
+      if (role_seen++) {
+        snprintf(err, errlen, "--server and --client exclude each other and appear once");
+        return PERF_ARGS_ERROR;
+      }
+    }
+    if (apply(o, id, value)) {
+      snprintf(err, errlen, "bad value '%s' for '%s'", value ? value : "", arg);
+      return PERF_ARGS_ERROR;
+    }
+  }
+  if (o->raw && o->plugin[0]) {
+    snprintf(err, errlen, "--raw and --plugin exclude each other");
+    return PERF_ARGS_ERROR;
+  }
+  if (o->min_size > o->max_size) {
+    snprintf(err, errlen, "--min-size (%zu) is larger than --max-size (%zu)", o->min_size, o->max_size);
+    return PERF_ARGS_ERROR;
+  }
+  if (o->max_size > PERF_MAX_SIZE) {
+    snprintf(err, errlen, "--max-size %zu exceeds the largest message NCCL posts (%zu)", o->max_size, PERF_MAX_SIZE);
+    return PERF_ARGS_ERROR;
+  }
+  if (o->cuda) {
+    snprintf(err, errlen, "--cuda is not supported yet: srd-perf measures host memory only");
+    return PERF_ARGS_ERROR;
+  }
+  return PERF_ARGS_OK;
+}

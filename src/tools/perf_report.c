@@ -1,0 +1,77 @@
+#include "perf_report.h"
+
+#include "config.h"
+#include "json_writer.h"
+
+void perf_report_header(FILE *out, const struct perf_transport *t, const struct perf_opts *o) {
+  fprintf(out, "# srd-perf %s: %s\n", PACKAGE_VERSION, t->description);
+  fprintf(out, "# %s%s%s\n", t->device, t->provider[0] ? ", provider " : "", t->provider);
+  fprintf(out, "# %d comm%s, window %d, group %d, host memory%s; latency is half the round trip\n", o->comms,
+          o->comms == 1 ? "" : "s", o->window, o->group, o->check ? ", data checked" : "");
+  fprintf(out, "%12s %7s", "size", "iters");
+  if (o->tests & PERF_TEST_LAT) fprintf(out, " %11s %11s %11s", "lat_p50_us", "lat_avg_us", "lat_p99_us");
+  if (o->tests & PERF_TEST_BW) fprintf(out, " %10s %12s", "bw_GB/s", "msg_rate_M/s");
+  if (o->tests & PERF_TEST_BIBW) fprintf(out, " %10s", "bibw_GB/s");
+  fputc('\n', out);
+  fflush(out);
+}
+
+void perf_report_row(FILE *out, const struct perf_result *r, const struct perf_opts *o) {
+  char size[32];
+  perf_format_size(r->size, size, sizeof(size));
+  fprintf(out, "%12s %7d", size, r->iters);
+  if (o->tests & PERF_TEST_LAT) fprintf(out, " %11.2f %11.2f %11.2f", r->lat_us.p50, r->lat_us.avg, r->lat_us.p99);
+  if (o->tests & PERF_TEST_BW) fprintf(out, " %10.3f %12.4f", r->bw_gbps, r->bw_msg_rate / 1e6);
+  if (o->tests & PERF_TEST_BIBW) fprintf(out, " %10.3f", r->bibw_gbps);
+  fputc('\n', out);
+  fflush(out);
+}
+
+int perf_report_json(FILE *out, const struct perf_transport *t, const struct perf_opts *o,
+                     const struct perf_result *results, size_t n) {
+  struct json_writer w;
+  json_init(&w, out);
+  json_begin_object(&w, NULL);
+  json_string(&w, "tool", "srd-perf");
+  json_string(&w, "version", PACKAGE_VERSION);
+  json_string(&w, "transport", t->kind);
+  json_string(&w, "description", t->description);
+  json_string(&w, "device", t->device);
+  json_string(&w, "provider", t->provider[0] ? t->provider : NULL);
+  if (t->net_version) json_int(&w, "net_version", t->net_version);
+  json_int(&w, "comms", o->comms);
+  json_int(&w, "window", o->window);
+  json_int(&w, "group", o->group);
+  json_bool(&w, "check", o->check);
+  json_string(&w, "memory", "host");
+  json_begin_array(&w, "results");
+  for (size_t i = 0; i < n; i++) {
+    const struct perf_result *r = &results[i];
+    json_begin_object(&w, NULL);
+    json_uint(&w, "size", r->size);
+    json_int(&w, "iters", r->iters);
+    json_int(&w, "warmup", r->warmup);
+    if (r->have_lat) {
+      json_begin_object(&w, "latency_us");
+      json_double(&w, "p50", r->lat_us.p50);
+      json_double(&w, "avg", r->lat_us.avg);
+      json_double(&w, "min", r->lat_us.min);
+      json_double(&w, "p90", r->lat_us.p90);
+      json_double(&w, "p99", r->lat_us.p99);
+      json_double(&w, "max", r->lat_us.max);
+      json_end_object(&w);
+    }
+    if (r->have_bw) {
+      json_double(&w, "bw_gbps", r->bw_gbps);
+      json_double(&w, "msg_rate", r->bw_msg_rate);
+    }
+    if (r->have_bibw) {
+      json_double(&w, "bibw_gbps", r->bibw_gbps);
+      json_double(&w, "bibw_msg_rate", r->bibw_msg_rate);
+    }
+    json_end_object(&w);
+  }
+  json_end_array(&w);
+  json_end_object(&w);
+  return json_finish(&w);
+}

@@ -1,0 +1,225 @@
+/* srd-info: what our plugin would run on here, and what will go wrong. */
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "info_probe.h"
+#include "json_writer.h"
+#include "srd/param.h"
+
+static const char usage[] =
+    "Usage: srd-info [--json] [-h|--help]\n"
+    "Show the libfabric in use, the provider and NICs the SRD plugin chooses and why, how the NICs group\n"
+    "around GPUs into NCCL devices, the provider's capabilities, the NCCL_SRD_* settings in force, and\n"
+    "warnings about what would break or slow a job. Exits 1 when no usable NIC exists.\n";
+
+static const char *yes_no(int v) { return v < 0 ? "unknown" : v ? "yes" : "no"; }
+
+static void mr_mode_text(uint64_t mode, char *buf, size_t len) {
+  static const struct {
+    uint64_t bit;
+    const char *name;
+  } names[] = {{FI_MR_LOCAL, "local"},         {FI_MR_VIRT_ADDR, "virt_addr"}, {FI_MR_ALLOCATED, "allocated"},
+               {FI_MR_PROV_KEY, "prov_key"},   {FI_MR_RAW, "raw"},             {FI_MR_HMEM, "hmem"},
+               {FI_MR_ENDPOINT, "endpoint"}};
+  buf[0] = 0;
+  size_t n = 0;
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && n < len; i++)
+    if (mode & names[i].bit) n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? "," : "", names[i].name);
+  if (!buf[0]) snprintf(buf, len, "none");
+}
+
+static void param_value(enum srd_param p, char *buf, size_t len, int *set) {
+  const struct srd_param_desc *d = srd_param_desc(p);
+  const char *env = getenv(d->name);
+  *set = env && *env;
+  if (d->is_string) {
+    const char *v = srd_param_str(p);
+    snprintf(buf, len, "%s", v ? v : "");
+  } else {
+    snprintf(buf, len, "%lld", (long long)srd_param_int(p));
+  }
+}
+
+static void print_text(const struct info_report *r) {
+  printf("srd-info %s\n\n", PACKAGE_VERSION);
+  printf("libfabric        %u.%u (built against %u.%u)\n", FI_MAJOR(r->fi_runtime), FI_MINOR(r->fi_runtime),
+         FI_MAJOR(r->fi_built), FI_MINOR(r->fi_built));
+  printf("providers       ");
+  for (int i = 0; i < r->nproviders; i++) printf(" %s%s", r->providers[i].name, r->providers[i].rdm ? "" : "(no RDM)");
+  printf("\n");
+  if (r->discovered) printf("chosen provider  %s: %s\n", r->nics.provider, r->nics.reason);
+  else printf("chosen provider  none\n");
+
+  if (r->discovered) {
+    printf("\nNICs (%d)\n", r->nics.n);
+    for (int i = 0; i < r->nics.n; i++) {
+      const struct srd_nic *n = &r->nics.nics[i];
+      printf("  %-2d %-16s pci %-14s numa %-3d %6d Mbps  %s\n", i, n->name, n->pci_bus_id[0] ? n->pci_bus_id : "none",
+             n->numa, n->speed_mbps, n->pci_path[0] ? n->pci_path : "");
+    }
+  }
+  if (r->grouped) {
+    printf("\nNCCL devices (%d GPU%s found)\n", r->topo.ngpus, r->topo.ngpus == 1 ? "" : "s");
+    for (int g = 0; g < r->topo.ngroups; g++) {
+      const struct srd_device_group *grp = &r->topo.groups[g];
+      char gpu[16];
+      snprintf(gpu, sizeof(gpu), grp->gpu < 0 ? "none" : "%d", grp->gpu);
+      printf("  dev %d  nearest GPU %s, numa %d, %d Mbps, %d rail%s, pci %s\n", g, gpu, grp->numa, grp->speed_mbps,
+             grp->nrails, grp->nrails == 1 ? "" : "s", grp->pci_path[0] ? grp->pci_path : "none");
+      for (int k = 0; k < grp->nrails; k++) {
+        const struct srd_nic *n = &r->nics.nics[grp->rails[k]];
+        printf("         rail %d: %-16s pci %-14s numa %-3d %6d Mbps\n", k, n->name,
+               n->pci_bus_id[0] ? n->pci_bus_id : "none", n->numa, n->speed_mbps);
+      }
+    }
+  }
+
+  const struct info_caps *c = &r->caps;
+  char mr[128];
+  mr_mode_text(c->mr_mode, mr, sizeof(mr));
+  printf("\ncapabilities\n");
+  printf("  RMA write with remote CQ data  %s (%zu bytes of CQ data)\n", yes_no(c->rma), c->cq_data_size);
+  printf("  FI_HMEM (GPU memory)           %s\n", yes_no(c->hmem));
+  printf("  dmabuf registration built      %s\n", yes_no(c->dmabuf_built));
+  printf("  nvidia-peermem loaded          %s\n", yes_no(r->gpu_peer_mem));
+  printf("  128-byte write ordering        %s%s\n", yes_no(c->write_order_128),
+         c->write_order_128_built ? "" : " (option not in these libfabric headers)");
+  printf("  max message size               %zu\n", c->max_msg_size);
+  printf("  inject size                    %zu\n", c->inject_size);
+  printf("  memory registration mode       %s\n", mr);
+  printf("  data progress                  %s\n",
+         c->data_progress_auto < 0 ? "unknown" : c->data_progress_auto ? "auto" : "manual");
+
+  printf("\nsettings (NCCL_SRD_*)\n");
+  for (int p = 0; p < SRD_PARAM_COUNT; p++) {
+    const struct srd_param_desc *d = srd_param_desc((enum srd_param)p);
+    char v[256];
+    int set;
+    param_value((enum srd_param)p, v, sizeof(v), &set);
+    printf("  %-28s %-12s %s\n", d->name, v[0] ? v : "(unset)", set ? "(set)" : "(default)");
+  }
+
+  printf("\n");
+  if (!r->nwarnings) printf("no warnings\n");
+  for (int i = 0; i < r->nwarnings; i++) printf("WARNING: %s\n", r->warnings[i]);
+}
+
+static int print_json(const struct info_report *r) {
+  struct json_writer w;
+  char buf[256];
+  json_init(&w, stdout);
+  json_begin_object(&w, NULL);
+  json_string(&w, "tool", "srd-info");
+  json_string(&w, "version", PACKAGE_VERSION);
+  json_begin_object(&w, "libfabric");
+  snprintf(buf, sizeof(buf), "%u.%u", FI_MAJOR(r->fi_runtime), FI_MINOR(r->fi_runtime));
+  json_string(&w, "version", buf);
+  snprintf(buf, sizeof(buf), "%u.%u", FI_MAJOR(r->fi_built), FI_MINOR(r->fi_built));
+  json_string(&w, "built_against", buf);
+  json_begin_array(&w, "providers");
+  for (int i = 0; i < r->nproviders; i++) {
+    json_begin_object(&w, NULL);
+    json_string(&w, "name", r->providers[i].name);
+    json_bool(&w, "rdm", r->providers[i].rdm);
+    json_end_object(&w);
+  }
+  json_end_array(&w);
+  json_end_object(&w);
+  json_begin_object(&w, "provider");
+  json_string(&w, "name", r->discovered ? r->nics.provider : NULL);
+  json_string(&w, "reason", r->discovered ? r->nics.reason : NULL);
+  json_end_object(&w);
+  json_begin_array(&w, "nics");
+  for (int i = 0; r->discovered && i < r->nics.n; i++) {
+    const struct srd_nic *n = &r->nics.nics[i];
+    json_begin_object(&w, NULL);
+    json_string(&w, "name", n->name);
+    json_string(&w, "pci_bus_id", n->pci_bus_id[0] ? n->pci_bus_id : NULL);
+    json_string(&w, "pci_path", n->pci_path[0] ? n->pci_path : NULL);
+    json_int(&w, "numa", n->numa);
+    json_int(&w, "speed_mbps", n->speed_mbps);
+    json_end_object(&w);
+  }
+  json_end_array(&w);
+  json_int(&w, "gpus", r->grouped ? r->topo.ngpus : 0);
+  json_begin_array(&w, "devices");
+  for (int g = 0; r->grouped && g < r->topo.ngroups; g++) {
+    const struct srd_device_group *grp = &r->topo.groups[g];
+    json_begin_object(&w, NULL);
+    json_int(&w, "index", g);
+    if (grp->gpu >= 0) json_int(&w, "gpu", grp->gpu);
+    else json_null(&w, "gpu");
+    json_int(&w, "numa", grp->numa);
+    json_int(&w, "speed_mbps", grp->speed_mbps);
+    json_string(&w, "pci_path", grp->pci_path[0] ? grp->pci_path : NULL);
+    json_begin_array(&w, "rails");
+    for (int k = 0; k < grp->nrails; k++) json_string(&w, NULL, r->nics.nics[grp->rails[k]].name);
+    json_end_array(&w);
+    json_end_object(&w);
+  }
+  json_end_array(&w);
+  const struct info_caps *c = &r->caps;
+  json_begin_object(&w, "capabilities");
+#define TRI(key, v) ((v) < 0 ? json_null(&w, key) : json_bool(&w, key, v))
+  TRI("rma", c->rma);
+  json_uint(&w, "cq_data_size", c->cq_data_size);
+  TRI("hmem", c->hmem);
+  json_bool(&w, "dmabuf_built", c->dmabuf_built);
+  json_bool(&w, "gpu_peer_mem", r->gpu_peer_mem);
+  TRI("write_order_128", c->write_order_128);
+  json_bool(&w, "write_order_128_built", c->write_order_128_built);
+  json_uint(&w, "max_msg_size", c->max_msg_size);
+  json_uint(&w, "inject_size", c->inject_size);
+  mr_mode_text(c->mr_mode, buf, sizeof(buf));
+  json_string(&w, "mr_mode", buf);
+  TRI("data_progress_auto", c->data_progress_auto);
+#undef TRI
+  json_end_object(&w);
+  json_begin_array(&w, "settings");
+  for (int p = 0; p < SRD_PARAM_COUNT; p++) {
+    const struct srd_param_desc *d = srd_param_desc((enum srd_param)p);
+    int set;
+    param_value((enum srd_param)p, buf, sizeof(buf), &set);
+    json_begin_object(&w, NULL);
+    json_string(&w, "name", d->name);
+    if (d->is_string) json_string(&w, "value", buf[0] ? buf : NULL);
+    else json_int(&w, "value", srd_param_int((enum srd_param)p));
+    json_bool(&w, "set", set);
+    json_string(&w, "doc", d->doc);
+    json_end_object(&w);
+  }
+  json_end_array(&w);
+  json_bool(&w, "usable", info_usable(r));
+  json_begin_array(&w, "warnings");
+  for (int i = 0; i < r->nwarnings; i++) json_string(&w, NULL, r->warnings[i]);
+  json_end_array(&w);
+  json_end_object(&w);
+  return json_finish(&w);
+}
+
+int main(int argc, char **argv) {
+  int json = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--json")) json = 1;
+    else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+      fputs(usage, stdout);
+      return 0;
+    } else {
+      fprintf(stderr, "srd-info: unknown option '%s' (see --help)\n", argv[i]);
+      return 2;
+    }
+  }
+  struct info_report *r = malloc(sizeof(*r));
+  if (!r) return 1;
+  info_gather(r);
+  int rc = json ? print_json(r) : (print_text(r), 0);
+  int usable = info_usable(r);
+  info_release(r);
+  free(r);
+  return rc || !usable ? 1 : 0;
+}

@@ -1,0 +1,178 @@
+/* srd-perf: measure an ncclNet plugin (or raw libfabric) between two
+ * processes: two local ones by default, or --server/--client across hosts. */
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "perf_args.h"
+#include "perf_bench.h"
+#include "perf_ctrl.h"
+#include "perf_log.h"
+#include "perf_report.h"
+
+#define WIRE_MAGIC 0x53525046u /* "SRPF" */
+#define WIRE_VERSION 1
+#define MAX_SIZES 64
+
+/* What the client asks for; the server follows the client's pattern options. */
+struct wire_opts {
+  uint32_t magic, version;
+  int32_t raw, tests, factor, iters, warmup, comms, window, group, check;
+  uint64_t min_size, max_size;
+};
+
+static int agree_options(int fd, struct perf_opts *o, int is_client) {
+  struct wire_opts w;
+  memset(&w, 0, sizeof(w));
+  if (is_client) {
+    w = (struct wire_opts){WIRE_MAGIC, WIRE_VERSION, o->raw, o->tests, o->factor, o->iters, o->warmup,
+                           o->comms, o->window, o->group, o->check, o->min_size, o->max_size};
+    return perf_ctrl_send(fd, &w, sizeof(w), o->timeout_s, "the options");
+  }
+  if (perf_ctrl_recv(fd, &w, sizeof(w), o->timeout_s, "the options")) return -1;
+  if (w.magic != WIRE_MAGIC || w.version != WIRE_VERSION) {
+    perf_error("the client is not a compatible srd-perf (or not srd-perf at all)");
+    return -1;
+  }
+  if (w.raw != o->raw) {
+    perf_error("the client runs %s but this server runs %s: give both the same --raw/--plugin", w.raw ? "--raw" : "a plugin",
+               o->raw ? "--raw" : "a plugin");
+    return -1;
+  }
+  o->tests = w.tests, o->factor = w.factor, o->iters = w.iters, o->warmup = w.warmup, o->comms = w.comms;
+  o->window = w.window, o->group = w.group, o->check = w.check;
+  o->min_size = (size_t)w.min_size, o->max_size = (size_t)w.max_size;
+  return 0;
+}
+
+/* Each side reports whether its transport opened, so that a missing plugin
+ * is explained once, by the side that found it missing. */
+static int swap_status(int fd, int mine, int timeout_s) {
+  char out = mine ? 'k' : 'x', in;
+  if (perf_ctrl_send(fd, &out, 1, timeout_s, "the start status")) return -1;
+  if (!mine) return -1;
+  if (perf_ctrl_recv(fd, &in, 1, timeout_s, "the start status")) return -1;
+  return in == 'k' ? 0 : -1;
+}
+
+static void progress(size_t done, size_t total, size_t size) {
+  static int tty = -1;
+  if (tty < 0) tty = isatty(STDERR_FILENO);
+  if (!tty || total < 2) return;
+  if (done == total) {
+    fputs("\r\033[K", stderr);
+    return;
+  }
+  char s[32];
+  perf_format_size(size, s, sizeof(s));
+  fprintf(stderr, "\r\033[Ksrd-perf: %s (%zu of %zu sizes)", s, done + 1, total);
+}
+
+/* One side of a run: open the transport, connect, run every size. */
+static int run(struct perf_opts *o, int fd, int is_client) {
+  struct perf_transport *t = NULL;
+  struct perf_session *s = NULL;
+  struct perf_result *results = NULL;
+  int rc = 1;
+  /* The server opens first; the client opens only once the server could. */
+  if (!is_client) {
+    if (agree_options(fd, o, 0)) return 1;
+    t = o->raw ? perf_raw_open(o->dev) : perf_plugin_open(o->plugin, o->dev);
+    if (swap_status(fd, t != NULL, o->timeout_s)) goto out;
+  } else {
+    char in;
+    if (agree_options(fd, o, 1) || perf_ctrl_recv(fd, &in, 1, o->timeout_s, "the server's start status")) return 1;
+    if (in != 'k') {
+      if (o->role == PERF_ROLE_CLIENT) perf_error("the server could not open its transport (see its output)");
+      return 1;
+    }
+    t = o->raw ? perf_raw_open(o->dev) : perf_plugin_open(o->plugin, o->dev);
+    char out = t ? 'k' : 'x';
+    if (perf_ctrl_send(fd, &out, 1, o->timeout_s, "the start status") || !t) goto out;
+  }
+  size_t sizes[MAX_SIZES];
+  size_t nsizes = perf_sweep(o->min_size, o->max_size, o->factor, sizes, MAX_SIZES);
+  results = calloc(nsizes, sizeof(*results));
+  s = results ? perf_session_open(t, fd, o, is_client) : NULL;
+  if (!s) goto out;
+  if (is_client && !o->json) perf_report_header(stdout, t, o);
+  for (size_t i = 0; i < nsizes; i++) {
+    if (is_client) progress(i, nsizes, sizes[i]);
+    if (perf_session_run(s, sizes[i], &results[i])) {
+      if (is_client) progress(nsizes, nsizes, 0);
+      goto out;
+    }
+    if (is_client && !o->json) {
+      progress(nsizes, nsizes, 0);
+      perf_report_row(stdout, &results[i], o);
+    }
+  }
+  if (is_client) progress(nsizes, nsizes, 0);
+  if (perf_ctrl_barrier(fd, o->timeout_s, "the end of the run")) goto out;
+  rc = 0;
+  if (is_client && o->json && perf_report_json(stdout, t, o, results, nsizes)) rc = 1;
+out:
+  if (perf_session_close(s)) rc = 1;
+  if (t) t->ops->destroy(t);
+  free(results);
+  return rc;
+}
+
+static int run_local(struct perf_opts *o) {
+  int fds[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds)) {
+    perf_error("socketpair: %s", strerror(errno));
+    return 1;
+  }
+  fflush(stdout);
+  pid_t child = fork();
+  if (child < 0) {
+    perf_error("fork: %s", strerror(errno));
+    return 1;
+  }
+  if (child == 0) {
+    close(fds[0]);
+    perf_log_set_name("srd-perf[server]");
+    int rc = run(o, fds[1], 0);
+    close(fds[1]);
+    fflush(stdout);
+    _exit(rc);
+  }
+  close(fds[1]);
+  perf_log_set_name("srd-perf[client]");
+  int rc = run(o, fds[0], 1);
+  close(fds[0]); /* a server still waiting on us sees the channel close */
+  int status;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFSIGNALED(status)) {
+    perf_error("the server process died of signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+    rc = 1;
+  } else if (WEXITSTATUS(status) && !rc) {
+    rc = 1;
+  }
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  struct perf_opts o;
+  char err[512];
+  switch (perf_args_parse(argc, argv, &o, err, sizeof(err))) {
+  case PERF_ARGS_HELP: fputs(perf_usage, stdout); return 0;
+  case PERF_ARGS_ERROR: fprintf(stderr, "srd-perf: %s\n", err); return 2;
+  case PERF_ARGS_OK: break;
+  }
+  if (o.role == PERF_ROLE_LOCAL) return run_local(&o);
+  int fd = o.role == PERF_ROLE_SERVER ? perf_ctrl_serve(o.port, o.timeout_s)
+                                      : perf_ctrl_connect(o.host, o.port, o.timeout_s);
+  if (fd < 0) return 1;
+  int rc = run(&o, fd, o.role == PERF_ROLE_CLIENT);
+  close(fd);
+  return rc;
+}

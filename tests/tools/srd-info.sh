@@ -1,0 +1,36 @@
+#!/bin/sh
+# srd-info runs, finds a usable provider here, and its --json parses; with an
+# impossible provider it exits non-zero and still prints valid JSON.
+set -u
+. "${top_srcdir:-.}/tests/tools/json_check.sh"
+bin="${top_builddir:-.}/srd-info"
+tmp=$(mktemp -d) || exit 99
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$bin" --help | grep -q -- --json || fail "--help does not mention --json"
+"$bin" > "$tmp/out" 2>&1 || { cat "$tmp/out"; fail "srd-info exited non-zero on a machine with tcp"; }
+cat "$tmp/out"
+for section in "chosen provider" "NCCL devices" capabilities "settings (NCCL_SRD_" NCCL_SRD_PROVIDER; do
+  grep -qF "$section" "$tmp/out" || fail "text output lacks '$section'"
+done
+
+"$bin" --json > "$tmp/json" || fail "srd-info --json exited non-zero"
+json_check "$tmp/json" || { cat "$tmp/json"; fail "srd-info --json is not valid JSON"; }
+grep -q '"usable": true' "$tmp/json" || fail "--json does not say usable"
+grep -q '"NCCL_SRD_EAGER_MAX"' "$tmp/json" || fail "--json lacks the settings"
+
+FI_PROVIDER=shm "$bin" --json > "$tmp/shm" || fail "srd-info with FI_PROVIDER=shm exited non-zero"
+json_check "$tmp/shm" || fail "shm JSON invalid"
+grep -q '"name": "shm"' "$tmp/shm" || fail "FI_PROVIDER=shm did not choose shm"
+
+NCCL_SRD_EAGER_MAX=4K "$bin" --json > "$tmp/param" || fail "srd-info with a setting exited non-zero"
+grep -A2 '"NCCL_SRD_EAGER_MAX"' "$tmp/param" | grep -q '"value": 4096' || fail "setting in force not shown"
+
+NCCL_SRD_PROVIDER=no-such-provider "$bin" --json > "$tmp/none" 2> "$tmp/none.err"
+rc=$?
+[ "$rc" -ne 0 ] || fail "no usable NIC but exit status 0"
+json_check "$tmp/none" || fail "JSON invalid when nothing is usable"
+grep -q '"usable": false' "$tmp/none" || fail "--json does not say unusable"
+"$bin" --bogus > /dev/null 2>&1 && fail "unknown option accepted"
+echo "PASS"

@@ -1,0 +1,55 @@
+#!/bin/sh
+# srd-perf explains what is wrong, quickly: no plugin at the path, a library
+# without ncclNetPlugin tables, a server that does not answer, bad options.
+set -u
+bin="${top_builddir:-.}/srd-perf"
+tmp=$(mktemp -d) || exit 99
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+# expect STATUS PATTERN -- command...: exit status and a message on stderr.
+expect() {
+  want=$1 pattern=$2
+  shift 3
+  timeout 30 "$@" > "$tmp/out" 2> "$tmp/err"
+  rc=$?
+  cat "$tmp/err"
+  [ "$rc" -eq "$want" ] || fail "'$*' exited $rc, expected $want"
+  grep -q -- "$pattern" "$tmp/err" || fail "'$*' did not say '$pattern'"
+}
+
+"$bin" --help | grep -q -- "--plugin PATH" || fail "--help lacks --plugin"
+expect 2 "unknown option" -- "$bin" --frobnicate
+expect 2 "bad value" -- "$bin" --window 99
+expect 1 "cannot load plugin /nonexistent/libnccl-net-x.so" -- "$bin" --plugin /nonexistent/libnccl-net-x.so
+libc=$(ldd "$bin" | awk '/libc\.so/ {print $3; exit}')
+[ -n "$libc" ] || fail "cannot find libc to use as a library without plugin tables"
+expect 1 "exports none of ncclNetPlugin_v12" -- "$bin" --plugin "$libc"
+
+# A client whose server never comes: a clear error within the timeout.
+port=$(( 20000 + $$ % 20000 ))
+start=$(date +%s)
+expect 1 "no srd-perf --server answered" -- "$bin" --raw --client 127.0.0.1 --port "$port" --timeout 2
+[ $(( $(date +%s) - start )) -le 10 ] || fail "the client took too long to give up"
+expect 1 "no client connected" -- "$bin" --raw --server --port "$port" --timeout 1
+
+# A server that accepts the connection but never speaks.
+if command -v python3 > /dev/null 2>&1; then
+  python3 -c "import socket,time; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', $port)); s.listen(1); c,_=s.accept(); time.sleep(8)" &
+  silent=$!
+  sleep 1
+  expect 1 "did not send" -- "$bin" --raw --client 127.0.0.1 --port "$port" --timeout 2
+  kill "$silent" 2> /dev/null
+  wait "$silent" 2> /dev/null
+fi
+
+# Two machines, played on one: --server and --client over TCP.
+port=$((port + 1))
+"$bin" --raw --server --port "$port" --timeout 20 > "$tmp/server.out" 2>&1 &
+server=$!
+timeout 60 "$bin" --raw --client 127.0.0.1 --port "$port" -b 8 -e 64K -f 16 -n 10 --check > "$tmp/client.out" 2>&1 ||
+  { cat "$tmp/client.out" "$tmp/server.out"; fail "--server/--client run failed"; }
+wait "$server" || { cat "$tmp/server.out"; fail "--server exited non-zero"; }
+cat "$tmp/client.out"
+grep -q "64 KiB" "$tmp/client.out" || fail "--client printed no 64 KiB row"
+echo "PASS"

@@ -1,0 +1,23 @@
+#!/bin/sh
+# srd-perf drives our built plugin the way NCCL does, over tcp and shm, with
+# data verification. Skipped (77) only when the plugin is not in the build tree.
+set -u
+. "${top_srcdir:-.}/tests/tools/json_check.sh"
+bin="${top_builddir:-.}/srd-perf"
+lib="${top_builddir:-.}/.libs/libnccl-net-srd.so"
+[ -f "$lib" ] || { echo "SKIP: $lib not built"; exit 77; }
+tmp=$(mktemp -d) || exit 99
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+for prov in "tcp;ofi_rxm" shm; do
+  echo "== $prov"
+  NCCL_SRD_PROVIDER="$prov" timeout 120 "$bin" --check -b 0 -e 1M -f 8 -n 20 -w 2 -t all ||
+    fail "$prov: basic"
+  NCCL_SRD_PROVIDER="$prov" timeout 120 "$bin" --plugin "$lib" --check -b 8 -e 256K -f 64 -n 30 -w 1 -c 4 -W 16 \
+    -g 4 -t bw,bibw || fail "$prov: 4 comms, window 16, groups of 4"
+  NCCL_SRD_PROVIDER="$prov" timeout 120 "$bin" --json -b 8 -e 64K -f 8 -n 10 > "$tmp/json" || fail "$prov: json run"
+  json_check "$tmp/json" || { cat "$tmp/json"; fail "$prov: --json is not valid JSON"; }
+  grep -q '"transport": "plugin"' "$tmp/json" || fail "$prov: JSON lacks the transport"
+done
+echo "PASS"
