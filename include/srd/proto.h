@@ -91,7 +91,9 @@ struct srd_comm {
   unsigned ctrl_cursor, sched_cursor;
   int ops_in_flight;    /* posted operations whose completion is pending */
   int reqs_in_flight;
-  uint64_t last_heard_ms, last_ping_ms, waiting_since_ms;
+  uint64_t last_heard_ms, last_ping_ms;
+  uint64_t last_wait_ms; /* last isend that found no clear-to-send */
+  uint64_t probe_refused_since_ms;
   struct srd_req reqs[SRD_REQS_PER_COMM];
   /* sender */
   uint32_t next_seq;

@@ -281,12 +281,26 @@ static void on_rail_error(void *arg, struct srd_rail *rail, int err, const char 
   rail->failed = 1;
 }
 
-static void send_ping(struct srd_comm *c) {
-  int path;
+/* A probe the provider refuses for this long (tcp reconnecting to a dead
+ * peer answers -FI_EAGAIN forever) means the peer is gone. */
+#define PROBE_REFUSALS_MS_FACTOR 4
+
+static void send_ping(struct srd_comm *c, uint64_t now, uint64_t quiet) {
+  int path, rc = -FI_EAGAIN;
   struct srd_rail_buf *b = srd_comm_ctrl_buf(c, &path);
-  if (!b) return;
-  size_t len = srd_msg_encode_ping(b->data, c->dev->rails[0].buf_size, c->peer_id);
-  if (srd_comm_post_ctrl(c, b, path, len, NULL) == 0) c->last_ping_ms = srd_now_ms();
+  if (b) {
+    size_t len = srd_msg_encode_ping(b->data, c->dev->rails[0].buf_size, c->peer_id);
+    rc = srd_comm_post_ctrl(c, b, path, len, NULL);
+  }
+  if (rc == 0) {
+    c->last_ping_ms = now;
+    c->probe_refused_since_ms = 0;
+  } else if (rc == -FI_EAGAIN) {
+    if (!c->probe_refused_since_ms) c->probe_refused_since_ms = now;
+    else if (now - c->probe_refused_since_ms > PROBE_REFUSALS_MS_FACTOR * quiet)
+      srd_comm_fail(c, ncclRemoteError, "peer unreachable: silent for %llu ms and the provider refuses to reach it",
+                    (unsigned long long)(now - c->last_heard_ms));
+  }
 }
 
 /* A comm that waits on its peer and has heard nothing for a while probes it:
@@ -296,8 +310,8 @@ static void probe_silent_peers(struct srd_dev *dev, uint64_t now) {
   for (int i = 0; i < SRD_MAX_COMMS; i++) {
     struct srd_comm *c = dev->comms[i];
     if (!c || !c->ready || c->result || c->closing) continue;
-    bool waiting = c->reqs_in_flight > 0 || (c->waiting_since_ms && now - c->waiting_since_ms < 2 * quiet);
-    if (waiting && now - c->last_heard_ms > quiet && now - c->last_ping_ms > quiet) send_ping(c);
+    bool waiting = c->reqs_in_flight > 0 || now - c->last_wait_ms < 2 * quiet;
+    if (waiting && now - c->last_heard_ms > quiet && now - c->last_ping_ms > quiet) send_ping(c, now, quiet);
   }
 }
 

@@ -189,10 +189,9 @@ int srd_proto_isend(struct srd_comm *c, const void *data, size_t size, int tag, 
       if (rec && rec->used == (1u << rec->n) - 1) release_cts(c, rec);
       return rc;
     }
-    if (!c->waiting_since_ms) c->waiting_since_ms = srd_now_ms();
+    c->last_wait_ms = srd_now_ms();
     return 0;
   }
-  c->waiting_since_ms = 0;
   int j = claim_entry(rec, tag);
   if (j < 0) {
     srd_comm_fail(c, ncclInvalidUsage, "send with tag %d matches no buffer of the peer's receive (sequence %u)", tag,

@@ -1,6 +1,8 @@
 #include "srd/rail.h"
 
+#include <stdbool.h>
 #include <stdio.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -136,7 +138,28 @@ void srd_rail_close(struct srd_rail *rail) {
   memset(rail, 0, sizeof(*rail));
 }
 
+/* Reject an address that cannot be one of this provider's (a corrupt handle)
+ * before the provider sees it: some providers' AVs misbehave afterwards. */
+static bool plausible_address(const struct srd_rail *rail, const void *name) {
+  sa_family_t family;
+  memcpy(&family, name, sizeof(family));
+  switch (rail->info->addr_format) {
+  case FI_SOCKADDR_IN:
+    return family == AF_INET;
+  case FI_SOCKADDR_IN6:
+    return family == AF_INET6;
+  case FI_SOCKADDR:
+    return family == AF_INET || family == AF_INET6;
+  default:
+    return true;
+  }
+}
+
 int srd_rail_av_insert(struct srd_rail *rail, const void *name, fi_addr_t *addr) {
+  if (!plausible_address(rail, name)) {
+    SRD_WARN("rail %s: peer address is not of this provider's format", rail->name);
+    return -FI_EINVAL;
+  }
   for (int i = 0; i < rail->nav; i++) {
     struct srd_av_entry *e = &rail->av_entries[i];
     if (e->refs && !memcmp(e->name, name, rail->ep_name_len)) {
