@@ -24,8 +24,18 @@ struct srd_mr {
   void *handle;  /* the owner's per-rail registration */
 };
 
+/* What NCCL holds: the exact range it registered, backed by a shared entry.
+ * Bounds checks use the exact range, not the page-rounded entry. */
+struct srd_mr_ref {
+  struct srd_mr *mr;
+  uintptr_t addr;
+  size_t len;
+  struct srd_mr_ref *prev, *next;
+};
+
 struct srd_mr_cache {
   pthread_mutex_t lock;
+  struct srd_mr_ref *refs; /* every handle given out, to reject foreign ones */
   struct srd_mr_ops ops;
   size_t page;
   int n, cap;
@@ -40,14 +50,14 @@ void srd_mr_cache_fini(struct srd_mr_cache *c);
  * register the page-aligned range. dmabuf_fd < 0 for ordinary memory (a
  * dmabuf registration is never shared). Returns 0 and *out, or an error. */
 int srd_mr_acquire(struct srd_mr_cache *c, void *addr, size_t len, int type, int dmabuf_fd, uint64_t dmabuf_offset,
-                   struct srd_mr **out);
-/* Drop one reference; the last one deregisters. -1 if mr is not in the cache. */
-int srd_mr_release(struct srd_mr_cache *c, struct srd_mr *mr);
+                   struct srd_mr_ref **out);
+/* Drop one reference; the last one deregisters. -1 if ref is not one of ours. */
+int srd_mr_release(struct srd_mr_cache *c, struct srd_mr_ref *ref);
 
-/* Does the registration cover [addr, addr+len)? */
-static inline int srd_mr_covers(const struct srd_mr *mr, const void *addr, size_t len) {
+/* Does the registration NCCL made cover [addr, addr+len)? */
+static inline int srd_mr_covers(const struct srd_mr_ref *ref, const void *addr, size_t len) {
   uintptr_t a = (uintptr_t)addr;
-  return a >= mr->base && len <= mr->len && a - mr->base <= mr->len - len;
+  return a >= ref->addr && len <= ref->len && a - ref->addr <= ref->len - len;
 }
 
 #endif

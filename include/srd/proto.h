@@ -26,7 +26,7 @@ struct srd_recv_entry {
   void *buf;
   size_t cap;
   int tag;
-  struct srd_mr *mr;
+  struct srd_mr_ref *mr;
   size_t got;
   uint32_t stripes_seen, stripes_total;
   bool complete;
@@ -47,7 +47,7 @@ struct srd_req {
   /* send */
   const char *buf;
   size_t size;
-  struct srd_mr *mr;
+  struct srd_mr_ref *mr;
   int nstripes, posted, completed;
   int remote_entry;     /* which buffer of the peer's group */
   uint64_t raddr;
@@ -81,6 +81,9 @@ struct srd_comm {
   struct srd_dev *dev;
   uint32_t id;          /* index | generation << 12 */
   uint32_t peer_id;     /* the peer comm's id */
+  uint32_t peer_pid;
+  bool peer_closed;     /* the peer sent its close notice */
+  uint32_t peer_final_seq; /* messages the closed peer sent (or received) */
   bool is_send, ready, closing;
   int result;           /* first error; the comm fails fast after it */
   char error[256];
@@ -140,6 +143,7 @@ struct srd_dev {
   struct srd_sched_params sched;
   size_t eager_max;
   bool cuda;            /* provider and driver can register GPU memory */
+  bool host_local;      /* shm: peers are processes of this host */
   struct srd_comm *comms[SRD_MAX_COMMS];
   uint32_t gen[SRD_MAX_COMMS];
   int ncomms;
@@ -188,14 +192,15 @@ int srd_comm_post_ctrl_to(struct srd_comm *c, struct srd_rail_buf *b, int path, 
                           struct srd_req *req);
 
 /* Data path (src/proto/send.c, recv.c). Lock held. *req NULL: try again. */
-int srd_proto_isend(struct srd_comm *c, const void *data, size_t size, int tag, struct srd_mr *mr,
+int srd_proto_isend(struct srd_comm *c, const void *data, size_t size, int tag, struct srd_mr_ref *mr,
                     struct srd_req **req);
 int srd_proto_irecv(struct srd_comm *c, int n, void **data, const size_t *sizes, const int *tags,
-                    struct srd_mr **mrs, struct srd_req **req);
+                    struct srd_mr_ref **mrs, struct srd_req **req);
 void srd_proto_on_cts(struct srd_comm *c, const struct srd_msg_cts *m);
 void srd_proto_on_eager(struct srd_comm *c, const struct srd_msg_eager *m);
 void srd_proto_on_trunc(struct srd_comm *c, const struct srd_msg_trunc *m);
 void srd_proto_on_write(struct srd_comm *c, struct srd_imm imm, size_t len);
+void srd_proto_on_bye(struct srd_comm *c, const struct srd_msg_bye *m);
 void srd_proto_post_pending(struct srd_dev *dev);
 /* Post the clear-to-send of a receive, or queue it when the provider is full. */
 int srd_proto_post_cts(struct srd_req *r);

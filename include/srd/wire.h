@@ -56,12 +56,14 @@ enum srd_msg_type {
   SRD_MSG_EAGER,      /* sender -> receiver: small message inline */
   SRD_MSG_TRUNC,      /* sender -> receiver: message larger than the buffer */
   SRD_MSG_PING,       /* either way: liveness probe, no answer */
+  SRD_MSG_BYE,        /* either way: the comm closed after next_seq messages */
 };
 
 struct srd_msg_peer { /* HELLO and ACCEPT */
   uint64_t cookie;
   uint32_t listener_id;
   uint32_t src_comm;
+  uint32_t pid;         /* lets a host-local transport notice a dead peer */
   uint8_t nrails, neps, name_len, flags;
   const uint8_t *names; /* nrails * neps names of name_len bytes, rail-major */
 };
@@ -92,6 +94,10 @@ struct srd_msg_trunc {
   uint64_t size;
 };
 
+struct srd_msg_bye {
+  uint32_t next_seq;
+};
+
 struct srd_msg {
   enum srd_msg_type type;
   uint32_t dst_comm;
@@ -100,6 +106,7 @@ struct srd_msg {
     struct srd_msg_cts cts;
     struct srd_msg_eager eager;
     struct srd_msg_trunc trunc;
+    struct srd_msg_bye bye;
   } u;
 };
 
@@ -114,6 +121,7 @@ size_t srd_msg_encode_cts(void *buf, size_t cap, uint32_t dst_comm, const struct
 size_t srd_msg_encode_eager_header(void *buf, size_t cap, uint32_t dst_comm, uint32_t seq, int32_t tag, uint32_t len);
 size_t srd_msg_encode_trunc(void *buf, size_t cap, uint32_t dst_comm, uint32_t seq, uint64_t size);
 size_t srd_msg_encode_ping(void *buf, size_t cap, uint32_t dst_comm);
+size_t srd_msg_encode_bye(void *buf, size_t cap, uint32_t dst_comm, uint32_t next_seq);
 
 /* 0 and *m (pointing into buf), or -1 with *why. */
 int srd_msg_decode(const void *buf, size_t len, struct srd_msg *m, const char **why);

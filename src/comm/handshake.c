@@ -3,6 +3,7 @@
  * or answer with the wrong cookie is dropped and logged. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <rdma/fi_errno.h>
 
@@ -27,7 +28,8 @@ static int post_peer_msg(struct srd_comm *c, enum srd_msg_type type, uint32_t ds
   struct srd_rail_buf *b = srd_rail_get_send_buf(&dev->rails[0]);
   if (!b) return -FI_EAGAIN;
   uint8_t names[SRD_MAX_PATHS * SRD_NAME_MAX];
-  struct srd_msg_peer p = {.cookie = c->cookie, .listener_id = listener_id, .src_comm = c->id};
+  struct srd_msg_peer p = {
+      .cookie = c->cookie, .listener_id = listener_id, .src_comm = c->id, .pid = (uint32_t)getpid()};
   our_paths(dev, &p, names);
   if (type == SRD_MSG_ACCEPT && !dev->cuda) p.flags |= SRD_PEER_EAGER_OK;
   size_t len = srd_msg_encode_peer(b->data, dev->rails[0].buf_size, type, dst, &p);
@@ -144,6 +146,7 @@ static void on_accept(struct srd_dev *dev, uint32_t dst, const struct srd_msg_pe
     return;
   }
   c->peer_id = p->src_comm;
+  c->peer_pid = p->pid;
   c->eager_ok = p->flags & SRD_PEER_EAGER_OK;
   if (srd_comm_set_peer(c, p)) return;
   c->ready = true;
@@ -171,6 +174,7 @@ int srd_accept(struct srd_listener *l, struct srd_comm **out) {
     }
     c->cookie = l->cookie;
     c->peer_id = ph->peer.src_comm;
+    c->peer_pid = ph->peer.pid;
     int rc = srd_comm_set_peer(c, &ph->peer);
     free(ph);
     if (rc) {

@@ -197,7 +197,7 @@ ncclResult_t srd_net_reg_mr(void *comm, void *data, size_t size, int type, int d
     SRD_WARN("cannot register memory of type %d: this device supports host memory only", type);
     return ncclInvalidArgument;
   }
-  struct srd_mr *mr;
+  struct srd_mr_ref *mr;
   int rc = srd_mr_acquire(&c->dev->mrs, data, size, type, dmabuf_fd, offset, &mr);
   if (rc) {
     SRD_WARN("registration of %zu bytes at %p failed (%d)", size, data, rc);
@@ -236,7 +236,7 @@ ncclResult_t srd_net_irecv(void *recv_comm, int n, void **data, const size_t *si
   struct srd_comm *c = recv_comm;
   if (!c || c->is_send || !request || !data || !sizes || !mhandles) return ncclInvalidArgument;
   pthread_mutex_lock(&c->dev->lock);
-  int rc = srd_proto_irecv(c, n, data, sizes, tags, (struct srd_mr **)mhandles, (struct srd_req **)request);
+  int rc = srd_proto_irecv(c, n, data, sizes, tags, (struct srd_mr_ref **)mhandles, (struct srd_req **)request);
   pthread_mutex_unlock(&c->dev->lock);
   return (ncclResult_t)rc;
 }

@@ -19,6 +19,11 @@ void srd_mr_cache_init(struct srd_mr_cache *c, const struct srd_mr_ops *ops, siz
 }
 
 void srd_mr_cache_fini(struct srd_mr_cache *c) {
+  while (c->refs) {
+    struct srd_mr_ref *r = c->refs;
+    c->refs = r->next;
+    free(r);
+  }
   for (int i = 0; i < c->n; i++) {
     c->ops.dereg(c->ops.arg, c->sorted[i]->handle);
     free(c->sorted[i]);
@@ -44,7 +49,8 @@ static struct srd_mr *lookup(const struct srd_mr_cache *c, void *addr, size_t le
   int i = upper_bound(c, (uintptr_t)addr);
   for (int k = i - 1; k >= 0 && k >= i - LOOKBACK; k--) {
     struct srd_mr *m = c->sorted[k];
-    if (m->type == type && m->handle && srd_mr_covers(m, addr, len)) return m;
+    uintptr_t a = (uintptr_t)addr;
+    if (m->type == type && a >= m->base && len <= m->len && a - m->base <= m->len - len) return m;
   }
   return NULL;
 }
@@ -64,15 +70,11 @@ static int insert(struct srd_mr_cache *c, struct srd_mr *m) {
   return 0;
 }
 
-int srd_mr_acquire(struct srd_mr_cache *c, void *addr, size_t len, int type, int dmabuf_fd, uint64_t dmabuf_offset,
-                   struct srd_mr **out) {
-  if (!addr && len) return -EINVAL;
-  if ((uintptr_t)addr > UINTPTR_MAX - len - c->page) return -EINVAL;
-  pthread_mutex_lock(&c->lock);
+static int acquire_entry(struct srd_mr_cache *c, void *addr, size_t len, int type, int dmabuf_fd,
+                         uint64_t dmabuf_offset, struct srd_mr **out) {
   struct srd_mr *m = dmabuf_fd < 0 ? lookup(c, addr, len, type) : NULL;
   if (m) {
     m->refs++;
-    pthread_mutex_unlock(&c->lock);
     *out = m;
     return 0;
   }
@@ -97,28 +99,59 @@ int srd_mr_acquire(struct srd_mr_cache *c, void *addr, size_t len, int type, int
   *out = m;
   m = NULL;
 out:
-  pthread_mutex_unlock(&c->lock);
   free(m);
   return rc;
 }
 
-int srd_mr_release(struct srd_mr_cache *c, struct srd_mr *mr) {
+static void drop_entry(struct srd_mr_cache *c, struct srd_mr *mr) {
+  if (--mr->refs) return;
+  for (int k = 0; k < c->n; k++)
+    if (c->sorted[k] == mr) {
+      memmove(&c->sorted[k], &c->sorted[k + 1], (size_t)(c->n - k - 1) * sizeof(*c->sorted));
+      c->n--;
+      break;
+    }
+  c->ops.dereg(c->ops.arg, mr->handle);
+  free(mr);
+}
+
+int srd_mr_acquire(struct srd_mr_cache *c, void *addr, size_t len, int type, int dmabuf_fd, uint64_t dmabuf_offset,
+                   struct srd_mr_ref **out) {
+  if (!addr && len) return -EINVAL;
+  if ((uintptr_t)addr > UINTPTR_MAX - len - c->page) return -EINVAL;
+  struct srd_mr_ref *ref = calloc(1, sizeof(*ref));
+  if (!ref) return -ENOMEM;
   pthread_mutex_lock(&c->lock);
-  /* A linear scan, not a lookup through mr: a stale or foreign handle must be
-   * rejected without being dereferenced. Deregistration is rare. */
-  int found = -1;
-  for (int k = 0; k < c->n && found < 0; k++)
-    if (c->sorted[k] == mr) found = k;
-  if (found < 0) {
+  int rc = acquire_entry(c, addr, len, type, dmabuf_fd, dmabuf_offset, &ref->mr);
+  if (rc == 0) {
+    ref->addr = (uintptr_t)addr;
+    ref->len = len;
+    ref->next = c->refs;
+    if (c->refs) c->refs->prev = ref;
+    c->refs = ref;
+    *out = ref;
+    ref = NULL;
+  }
+  pthread_mutex_unlock(&c->lock);
+  free(ref);
+  return rc;
+}
+
+int srd_mr_release(struct srd_mr_cache *c, struct srd_mr_ref *ref) {
+  pthread_mutex_lock(&c->lock);
+  /* Walk the handles we gave out rather than trust ref: a stale or foreign
+   * pointer is rejected without being dereferenced. Deregistration is rare. */
+  struct srd_mr_ref *r = c->refs;
+  while (r && r != ref) r = r->next;
+  if (!r) {
     pthread_mutex_unlock(&c->lock);
     return -1;
   }
-  if (--mr->refs == 0) {
-    memmove(&c->sorted[found], &c->sorted[found + 1], (size_t)(c->n - found - 1) * sizeof(*c->sorted));
-    c->n--;
-    c->ops.dereg(c->ops.arg, mr->handle);
-    free(mr);
-  }
+  if (r->prev) r->prev->next = r->next;
+  else c->refs = r->next;
+  if (r->next) r->next->prev = r->prev;
+  drop_entry(c, r->mr);
   pthread_mutex_unlock(&c->lock);
+  free(r);
   return 0;
 }

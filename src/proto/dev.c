@@ -1,3 +1,5 @@
+#include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +64,7 @@ int srd_dev_open(struct srd_dev *dev) {
              nic->name, nic->speed_mbps, nic->pci_bus_id[0] ? nic->pci_bus_id : "none", nic->numa, dev->neps);
   }
   dev->npaths = dev->nrails * dev->neps;
+  dev->host_local = !strcmp(dev->rails[0].info->fabric_attr->prov_name, "shm");
   dev->sched.npaths = dev->npaths;
   dev->sched.threshold = (size_t)srd_param_int(SRD_PARAM_STRIPE_THRESHOLD);
   dev->sched.min_stripe = (size_t)srd_param_int(SRD_PARAM_MIN_STRIPE);
@@ -258,6 +261,9 @@ static void on_message(void *arg, struct srd_rail *rail, const void *buf, size_t
   case SRD_MSG_TRUNC:
     if (!c->is_send) srd_proto_on_trunc(c, &m.u.trunc);
     break;
+  case SRD_MSG_BYE:
+    srd_proto_on_bye(c, &m.u.bye);
+    break;
   default:
     break;
   }
@@ -310,6 +316,11 @@ static void probe_silent_peers(struct srd_dev *dev, uint64_t now) {
   for (int i = 0; i < SRD_MAX_COMMS; i++) {
     struct srd_comm *c = dev->comms[i];
     if (!c || !c->ready || c->result || c->closing) continue;
+    /* shm has no transport-level failure detection; its peers share our host. */
+    if (dev->host_local && c->peer_pid && kill((pid_t)c->peer_pid, 0) && errno == ESRCH) {
+      srd_comm_fail(c, ncclRemoteError, "peer process %u exited", c->peer_pid);
+      continue;
+    }
     bool waiting = c->reqs_in_flight > 0 || now - c->last_wait_ms < 2 * quiet;
     if (waiting && now - c->last_heard_ms > quiet && now - c->last_ping_ms > quiet) send_ping(c, now, quiet);
   }

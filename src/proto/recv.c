@@ -77,6 +77,20 @@ void srd_proto_on_write(struct srd_comm *c, struct srd_imm imm, size_t len) {
   if (++e->stripes_seen == e->stripes_total) entry_complete(r, e);
 }
 
+/* The sender closed after next_seq messages: receives beyond them can never
+ * complete; earlier ones still may (the notice can overtake data). */
+void srd_proto_on_bye(struct srd_comm *c, const struct srd_msg_bye *m) {
+  c->peer_closed = true;
+  c->peer_final_seq = m->next_seq;
+  if (c->is_send) return; /* the next isend fails */
+  for (int i = 0; i < SRD_REQS_PER_COMM; i++) {
+    struct srd_req *r = &c->reqs[i];
+    if (r->in_use && !r->done && r->kind == SRD_REQ_RECV && (int32_t)(r->seq + (uint32_t)r->n - m->next_seq) > 0)
+      srd_req_finish(r, ncclRemoteError);
+  }
+  SRD_WARN("recv comm %#x: the peer closed its send comm after %u messages", c->id, m->next_seq);
+}
+
 static int post_cts(struct srd_req *r) {
   struct srd_comm *c = r->comm;
   struct srd_dev *dev = c->dev;
@@ -87,9 +101,9 @@ static int post_cts(struct srd_req *r) {
   uint64_t keys[SRD_MAX_RECVS * SRD_MAX_RAILS];
   for (int i = 0; i < r->n; i++) {
     const struct srd_recv_entry *e = &r->e[i];
-    struct srd_rail_mrs *mrs = e->mr->handle;
+    struct srd_rail_mrs *mrs = e->mr->mr->handle;
     uintptr_t a = (uintptr_t)e->buf;
-    m.e[i].addr = dev->rails[0].virt_addr ? a : a - e->mr->base;
+    m.e[i].addr = dev->rails[0].virt_addr ? a : a - e->mr->mr->base;
     m.e[i].len = e->cap;
     m.e[i].tag = e->tag;
     for (int l = 0; l < dev->nrails; l++) keys[i * dev->nrails + l] = srd_rail_mr_key(mrs->mr[l]);
@@ -109,7 +123,7 @@ int srd_proto_post_cts(struct srd_req *r) {
   return rc;
 }
 
-int srd_proto_irecv(struct srd_comm *c, int n, void **data, const size_t *sizes, const int *tags, struct srd_mr **mrs,
+int srd_proto_irecv(struct srd_comm *c, int n, void **data, const size_t *sizes, const int *tags, struct srd_mr_ref **mrs,
                     struct srd_req **out) {
   *out = NULL;
   if (c->result) return c->result;
@@ -127,6 +141,10 @@ int srd_proto_irecv(struct srd_comm *c, int n, void **data, const size_t *sizes,
       SRD_WARN("recv comm %#x: more than %u receive buffers outstanding", c->id, SRD_SEQ_MASK + 1);
       return ncclInternalError;
     }
+  if (c->peer_closed && (int32_t)(c->next_seq + (uint32_t)n - c->peer_final_seq) > 0) {
+    SRD_WARN("recv comm %#x: receive after the peer closed its send comm", c->id);
+    return ncclRemoteError;
+  }
   struct srd_req *r = srd_req_get(c, SRD_REQ_RECV);
   if (!r) {
     SRD_WARN("recv comm %#x: more than %d requests in flight", c->id, SRD_REQS_PER_COMM);

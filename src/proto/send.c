@@ -86,7 +86,7 @@ static int post_stripes(struct srd_req *r) {
     int l = s->path / dev->neps;
     struct srd_rail *rail = &dev->rails[l];
     struct srd_op *op = &r->ops[r->posted];
-    struct srd_rail_mrs *mrs = r->mr->handle;
+    struct srd_rail_mrs *mrs = r->mr->mr->handle;
     struct srd_imm imm = {c->peer_id & (SRD_MAX_COMMS - 1), r->seq, (uint32_t)r->nstripes, (uint32_t)r->remote_entry};
     op->done = stripe_done;
     op->owner = r;
@@ -171,10 +171,11 @@ static int reject_oversized(struct srd_comm *c, size_t size, const struct srd_ct
   return 0;
 }
 
-int srd_proto_isend(struct srd_comm *c, const void *data, size_t size, int tag, struct srd_mr *mr,
+int srd_proto_isend(struct srd_comm *c, const void *data, size_t size, int tag, struct srd_mr_ref *mr,
                     struct srd_req **out) {
   struct srd_dev *dev = c->dev;
   *out = NULL;
+  if (c->peer_closed) srd_comm_fail(c, ncclRemoteError, "the peer closed its receive comm");
   if (c->result) return c->result;
   if (size && (!mr || !srd_mr_covers(mr, data, size))) {
     SRD_WARN("send comm %#x: %zu bytes at %p are outside their registration", c->id, size, data);

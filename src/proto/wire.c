@@ -107,6 +107,7 @@ size_t srd_msg_encode_peer(void *buf, size_t cap, enum srd_msg_type type, uint32
   put(&c, p->cookie, 8);
   put(&c, p->listener_id, 4);
   put(&c, p->src_comm, 4);
+  put(&c, p->pid, 4);
   put(&c, p->nrails, 1);
   put(&c, p->neps, 1);
   put(&c, p->name_len, 1);
@@ -156,6 +157,13 @@ size_t srd_msg_encode_ping(void *buf, size_t cap, uint32_t dst_comm) {
   return written(&c, buf);
 }
 
+size_t srd_msg_encode_bye(void *buf, size_t cap, uint32_t dst_comm, uint32_t next_seq) {
+  struct cur c = writer(buf, cap);
+  put_header(&c, SRD_MSG_BYE, dst_comm);
+  put(&c, next_seq, 4);
+  return written(&c, buf);
+}
+
 uint64_t srd_cts_key(const struct srd_msg_cts *cts, int entry, int rail) {
   /* Each entry record: addr (8), len (8), tag (4), then nkeys keys (8 each). */
   const uint8_t *p = cts->keys + (size_t)entry * (20 + (size_t)cts->nkeys * 8) + 20 + (size_t)rail * 8;
@@ -168,6 +176,7 @@ static int decode_peer(struct cur *c, struct srd_msg_peer *p, const char **why) 
   p->cookie = get(c, 8);
   p->listener_id = (uint32_t)get(c, 4);
   p->src_comm = (uint32_t)get(c, 4);
+  p->pid = (uint32_t)get(c, 4);
   p->nrails = (uint8_t)get(c, 1);
   p->neps = (uint8_t)get(c, 1);
   p->name_len = (uint8_t)get(c, 1);
@@ -229,6 +238,10 @@ int srd_msg_decode(const void *buf, size_t len, struct srd_msg *m, const char **
     if (c.bad) return *why = "truncated truncation notice", -1;
     break;
   case SRD_MSG_PING:
+    break;
+  case SRD_MSG_BYE:
+    m->u.bye.next_seq = (uint32_t)get(&c, 4);
+    if (c.bad) return *why = "truncated close notice", -1;
     break;
   default:
     return *why = "unknown message type", -1;
