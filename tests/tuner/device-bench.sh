@@ -1,0 +1,155 @@
+#!/bin/bash
+# On the GPU device machine: nccl-tests with and without our tuner, same
+# session, same transport, interleaved so drift hits both alike.
+#
+#   bash tests/tuner/device-bench.sh            # from the root of the carried checkout
+#
+# Needs (carried in .device/): install/lib/libnccl-tuner-srd.so (make install
+# of this tree), gpu-env.sh, and nccl-tests either built (NCCL_TESTS=dir with
+# *_perf) or as source in .device/nccl-tests (built here with MPI).
+# Knobs (environment):
+#   TRANSPORT=srd|socket  srd: NCCL_NET_PLUGIN=our net plugin (default when it is
+#                         installed); socket: NCCL's own Socket transport
+#   RANKS="2 4 8"  COLLS="all_reduce all_gather reduce_scatter"
+#   SMALL_ITERS=50 LARGE_ITERS=5  iterations for 8 B..1 MiB and 2 MiB..1 GiB
+#   MAX_BYTES=1G   REPEAT=1 (runs per variant; the table keeps the fastest)
+#   RUN_TIMEOUT=240 seconds per nccl-tests run
+# Writes to $OUT (or ./tuner-bench-out): one log per run, NCCL's debug files
+# (TUNING: NCCL's own table and every tuner decision), env.txt, summary.md.
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+out=${OUT:-./tuner-bench-out}
+mkdir -p "$out"
+
+if ! declare -f mpiranks >/dev/null; then
+  # shellcheck disable=SC1091
+  . ./.device/gpu-env.sh
+fi
+
+install=$PWD/.device/install/lib
+tuner=${TUNER:-$install/libnccl-tuner-srd.so}
+net=${NET:-$install/libnccl-net-srd.so}
+if [ -z "${TRANSPORT:-}" ]; then
+  TRANSPORT=socket
+  [ -e "$net" ] && TRANSPORT=srd
+fi
+RANKS=${RANKS:-"2 4 8"}
+COLLS=${COLLS:-"all_reduce all_gather reduce_scatter"}
+SMALL_ITERS=${SMALL_ITERS:-50}
+LARGE_ITERS=${LARGE_ITERS:-5}
+MAX_BYTES=${MAX_BYTES:-1G}
+REPEAT=${REPEAT:-1}
+RUN_TIMEOUT=${RUN_TIMEOUT:-240}
+
+[ -e "$tuner" ] || { echo "no tuner at $tuner (make install into .device/install)" | tee "$out/error.txt"; exit 1; }
+
+# nccl-tests: prebuilt, or built from carried source.
+tests_dir=${NCCL_TESTS:-}
+if [ -z "$tests_dir" ]; then
+  src=$PWD/.device/nccl-tests
+  tests_dir=$src/build
+  if [ ! -x "$tests_dir/all_reduce_perf" ] && [ -f "$src/Makefile" ]; then
+    cuda=${CUDA_HOME:-/usr/local/cuda}
+    make -C "$src" -j16 MPI=1 MPI_HOME="$SRD_MPI_HOME" NCCL_HOME="$SRD_NCCL_HOME" CUDA_HOME="$cuda" \
+      >"$out/nccl-tests-build.log" 2>&1 || { echo "nccl-tests build failed" | tee "$out/error.txt"; exit 1; }
+  fi
+fi
+[ -x "$tests_dir/all_reduce_perf" ] || { echo "no nccl-tests in $tests_dir" | tee "$out/error.txt"; exit 1; }
+
+{
+  date -u
+  nvidia-smi --query-gpu=name,driver_version --format=csv 2>&1
+  python3 -c 'import torch;print("NCCL", torch.cuda.nccl.version())' 2>&1
+  echo "transport=$TRANSPORT tuner=$tuner net=$net ranks=$RANKS colls=$COLLS"
+  echo "iters small=$SMALL_ITERS large=$LARGE_ITERS max=$MAX_BYTES repeat=$REPEAT"
+} >"$out/env.txt"
+
+export NCCL_TESTS_DEVICE=0
+export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,TUNING
+unset NCCL_ALGO NCCL_PROTO NCCL_SRD_TUNER_CONFIG
+if [ "$TRANSPORT" = srd ]; then
+  export NCCL_NET_PLUGIN=$net
+  unset NCCL_NET
+else
+  unset NCCL_NET_PLUGIN
+  export NCCL_NET=Socket
+fi
+
+# run COLL RANKS VARIANT REP: both size ranges into one log.
+run() {
+  local coll=$1 n=$2 variant=$3 rep=$4
+  local tag=$coll-${n}r-$variant-$rep log
+  log=$out/$tag.log
+  mkdir -p "$out/debug/$tag"
+  if [ "$variant" = tuner ]; then tuner_env=$tuner; else tuner_env=none; fi
+  : >"$log"
+  for range in "8 1M $SMALL_ITERS 10" "2M $MAX_BYTES $LARGE_ITERS 2"; do
+    # shellcheck disable=SC2086
+    set -- $range
+    NCCL_TUNER_PLUGIN=$tuner_env NCCL_DEBUG_FILE=$out/debug/$tag/nccl.%h.%p.log \
+      timeout "$RUN_TIMEOUT" bash -c "$(declare -f mpiranks); mpiranks $n $tests_dir/${coll}_perf -b $1 -e $2 -f 2 -g 1 -n $3 -w $4 -c 1" \
+      >>"$log" 2>&1
+    echo "# exit $? range $1-$2" >>"$log"
+  done
+}
+
+for coll in $COLLS; do
+  for n in $RANKS; do
+    for ((rep = 1; rep <= REPEAT; rep++)); do
+      run "$coll" "$n" base "$rep"
+      run "$coll" "$n" tuner "$rep"
+    done
+  done
+done
+
+# summary.md: per collective and rank count, the fastest out-of-place time of
+# each variant per size, their ratio, and any wrong results.
+summarize() {
+  local coll=$1 n=$2
+  echo "### $coll, $n ranks ($TRANSPORT)"
+  echo
+  echo "| size (B) | NCCL alone (us) | with tuner (us) | tuner/NCCL | busbw NCCL | busbw tuner | note |"
+  echo "|---:|---:|---:|---:|---:|---:|---|"
+  cat "$out/$coll-${n}r-base-"*.log | awk '$1 ~ /^[0-9]+$/ && NF >= 13 {print "base", $1, $6, $8, $9 + $13}' >"$out/.rows"
+  cat "$out/$coll-${n}r-tuner-"*.log | awk '$1 ~ /^[0-9]+$/ && NF >= 13 {print "tuner", $1, $6, $8, $9 + $13}' >>"$out/.rows"
+  awk '
+    { key = $2; sizes[key] = 1
+      if (!(($1, key) in t) || $3 < t[$1, key]) { t[$1, key] = $3; bw[$1, key] = $4 }
+      wrong[$1, key] += $5 }
+    END {
+      n = 0; for (s in sizes) order[n++] = s + 0
+      for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (order[j] < order[i]) { x = order[i]; order[i] = order[j]; order[j] = x }
+      for (i = 0; i < n; i++) {
+        s = order[i]; b = t["base", s]; u = t["tuner", s]; note = ""
+        if (b == "" || u == "") { printf "| %d | %s | %s | - | | | missing |\n", s, b, u; continue }
+        r = u / b
+        if (r > 1.05) note = "SLOWER"
+        else if (r < 0.95) note = "faster"
+        if (wrong["base", s] + wrong["tuner", s] > 0) note = note " WRONG RESULTS"
+        printf "| %d | %.1f | %.1f | %.3f | %.2f | %.2f | %s |\n", s, b, u, r, bw["base", s], bw["tuner", s], note
+      }
+    }' "$out/.rows"
+  rm -f "$out/.rows"
+  echo
+}
+
+{
+  echo "# Tuner benchmark ($(date -u +%F))"
+  echo
+  sed 's/^/    /' "$out/env.txt"
+  echo
+  for coll in $COLLS; do
+    for n in $RANKS; do summarize "$coll" "$n"; done
+  done
+  echo "### Tuner decisions (first rank of each tuned run)"
+  echo
+  for f in "$out"/debug/*-tuner-1; do
+    first=
+    for g in "$f"/nccl.*; do [ -e "$g" ] && first=$g && break; done
+    [ -n "$first" ] || continue
+    echo "#### $(basename "$f")"
+    grep -h "NET/SRD tuner" "$first" | sed 's/^.*NET\/SRD tuner: /    /' | head -80
+    echo
+  done
+} >"$out/summary.md"
+cat "$out/summary.md"
