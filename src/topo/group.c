@@ -3,6 +3,7 @@
  * PCIe switch, else on the same NUMA node, else anywhere in the machine.
  * GPUs that land on the same candidate set split it evenly, so 2 GPUs behind
  * a switch with 8 NICs get 4 each, and 2 GPUs with 1 NIC both use it. */
+#include <errno.h>
 #include <hwloc.h>
 #include <limits.h>
 #include <pthread.h>
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "srd/log.h"
 #include "srd/param.h"
@@ -55,8 +57,13 @@ static int load_topology(hwloc_topology_t *topo, const char *xml_path) {
   for (size_t i = 0; i < sizeof(unused_components) / sizeof(unused_components[0]); i++)
     hwloc_topology_set_components(*topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, unused_components[i]);
 #endif
+  if (xml_path && access(xml_path, R_OK)) {
+    SRD_WARN("topology file %s: %s", xml_path, strerror(errno));
+    hwloc_topology_destroy(*topo);
+    return -1;
+  }
   if (xml_path && hwloc_topology_set_xml(*topo, xml_path)) {
-    SRD_WARN("hwloc: cannot read topology file %s", xml_path);
+    SRD_WARN("topology file %s: hwloc cannot parse it as an XML topology", xml_path);
     hwloc_topology_destroy(*topo);
     return -1;
   }
