@@ -101,7 +101,14 @@ struct srd_tuner_calibration {
   double hop_us;
   double rail_gbps;
   double efficiency;
+  int has_margin;
+  double margin;
 };
+
+/* NCCL's own pick stands unless the model expects it to be this much slower
+ * than the model's best: where the model is nearly indifferent, its errors
+ * would decide, and NCCL's choice costs nothing against NCCL. */
+#define SRD_TUNER_DEFAULT_MARGIN 0.10
 
 struct srd_tuner_rules {
   int n;

@@ -83,12 +83,17 @@ void srd_proto_on_bye(struct srd_comm *c, const struct srd_msg_bye *m) {
   c->peer_closed = true;
   c->peer_final_seq = m->next_seq;
   if (c->is_send) return; /* the next isend fails */
+  int failed = 0;
   for (int i = 0; i < SRD_REQS_PER_COMM; i++) {
     struct srd_req *r = &c->reqs[i];
-    if (r->in_use && !r->done && r->kind == SRD_REQ_RECV && (int32_t)(r->seq + (uint32_t)r->n - m->next_seq) > 0)
+    if (r->in_use && !r->done && r->kind == SRD_REQ_RECV && (int32_t)(r->seq + (uint32_t)r->n - m->next_seq) > 0) {
       srd_req_finish(r, ncclRemoteError);
+      failed++;
+    }
   }
-  SRD_WARN("recv comm %#x: the peer closed its send comm after %u messages", c->id, m->next_seq);
+  if (failed)
+    SRD_WARN("recv comm %#x: the peer closed its send comm after %u messages; %d receive(s) fail", c->id,
+             m->next_seq, failed);
 }
 
 static int post_cts(struct srd_req *r) {

@@ -102,9 +102,9 @@ size_t perf_sweep(size_t min_size, size_t max_size, int factor, size_t *sizes, s
 }
 
 void perf_iters_for(const struct perf_opts *o, size_t size, int *iters, int *warmup) {
-  const size_t budget = 64u << 20;
+  const size_t budget = 32u << 20;
   size_t n = size ? budget / size : 1000;
-  if (n < 5) n = 5;
+  if (n < 4) n = 4;
   if (n > 1000) n = 1000;
   *iters = o->iters > 0 ? o->iters : (int)n;
   *warmup = o->warmup >= 0 ? o->warmup : *iters / 10 + 1;

@@ -54,7 +54,7 @@ void perf_format_size(size_t bytes, char *buf, size_t len);
  * written (at most cap). */
 size_t perf_sweep(size_t min_size, size_t max_size, int factor, size_t *sizes, size_t cap);
 /* Timed iterations and warmup at a size: the options' values, else about
- * 64 MiB per point (5 to 1000 iterations) and a tenth of that as warmup. */
+ * 32 MiB per point (4 to 1000 iterations) and a tenth of that as warmup. */
 void perf_iters_for(const struct perf_opts *o, size_t size, int *iters, int *warmup);
 extern const char perf_usage[];
 

@@ -147,7 +147,13 @@ static int connect_all(struct perf_session *s) {
         if (c->recv_comm) accepted++;
       }
     }
-    if (now_s() > deadline || perf_ctrl_peer_gone(s->fd)) {
+    if (connected == s->nconn && accepted == s->nconn) break;
+    if (perf_ctrl_peer_gone(s->fd)) {
+      perf_error("the peer exited while connecting (%d/%d connected, %d/%d accepted)", connected, s->nconn, accepted,
+                 s->nconn);
+      goto out;
+    }
+    if (now_s() > deadline) {
       perf_error("connections not established within %d s (%d/%d connected, %d/%d accepted): the peer does not "
                  "answer on this provider/NIC",
                  s->o->timeout_s, connected, s->nconn, accepted, s->nconn);

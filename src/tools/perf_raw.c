@@ -87,6 +87,7 @@ struct raw {
   int nrails;
   struct raw_rail rails[RAW_MAX_RAILS];
   uint64_t next_key;
+  struct raw_comm *comms; /* every live comm, so that none outlives the domains */
 };
 
 enum raw_op_kind { OP_CTRL_RECV, OP_CTRL_SEND, OP_WRITE };
@@ -109,6 +110,7 @@ struct raw_mr {
 
 struct raw_req {
   struct raw_comm *comm;
+  struct raw_req *prev, *next; /* the comm's live requests */
   int pending; /* stripes or sub-receives not complete */
   int n;
   size_t sizes[PERF_TEST_SIZES];
@@ -131,10 +133,13 @@ struct raw_rx_slot {
 
 struct raw_comm {
   struct raw *r;
+  struct raw_comm *prev, *next;
+  struct raw_req *reqs;
   int nrails, peer_nrails;
   int ready, peer_known, error;
   int staged_slot; /* hello or welcome waiting to be posted, -1 when none */
   size_t staged_len;
+  int setup_slot;  /* welcome posted but not yet complete, -1 when none */
   struct raw_ep eps[RAW_MAX_RAILS];
   fi_addr_t peer_rail0_addr;
   struct raw_msg *ctrl; /* RAW_CTRL_SLOTS receive slots, then as many send slots */
@@ -236,6 +241,7 @@ static int try_send_staged(struct raw_comm *c, fi_addr_t to) {
                        &op->fi_ctx);
   if (rc == -FI_EAGAIN) return comm_progress(c) ? -1 : 0;
   if (fi_check((int)rc, "fi_send (connection setup)")) return -1;
+  c->setup_slot = c->staged_slot;
   c->staged_slot = -1;
   return 1;
 }
@@ -350,7 +356,10 @@ static int comm_progress(struct raw_comm *c) {
           handle_ctrl(c, &c->ctrl[op->slot], e[i].len);
           if (post_ctrl_recv(c, op->slot)) c->error = 1;
           break;
-        case OP_CTRL_SEND: c->send_free[c->nsend_free++] = op->slot; break;
+        case OP_CTRL_SEND:
+          c->send_free[c->nsend_free++] = op->slot;
+          if (op->slot == c->setup_slot) c->setup_slot = -1;
+          break;
         case OP_WRITE: op->req->pending--; break;
         }
       }
@@ -360,10 +369,35 @@ static int comm_progress(struct raw_comm *c) {
   return c->error ? -1 : 0;
 }
 
+static struct raw_req *req_new(struct raw_comm *c) {
+  struct raw_req *req = calloc(1, sizeof(*req));
+  if (!req) return NULL;
+  req->comm = c;
+  req->next = c->reqs;
+  if (c->reqs) c->reqs->prev = req;
+  c->reqs = req;
+  return req;
+}
+
+static void req_free(struct raw_req *req) {
+  struct raw_comm *c = req->comm;
+  if (req->prev) req->prev->next = req->next;
+  else c->reqs = req->next;
+  if (req->next) req->next->prev = req->prev;
+  if (req->ops != req->inline_ops) free(req->ops);
+  free(req);
+}
+
 static void comm_destroy(struct raw_comm *c) {
   if (!c) return;
-  for (int i = 0; i < c->nrails; i++) {
+  if (c->prev) c->prev->next = c->next;
+  else c->r->comms = c->next;
+  if (c->next) c->next->prev = c->prev;
+  /* Endpoints first: nothing completes into a request after this. */
+  for (int i = 0; i < c->nrails; i++)
     if (c->eps[i].ep) fi_close(&c->eps[i].ep->fid);
+  while (c->reqs) req_free(c->reqs);
+  for (int i = 0; i < c->nrails; i++) {
     if (c->eps[i].cq) fi_close(&c->eps[i].cq->fid);
     if (c->eps[i].av) fi_close(&c->eps[i].av->fid);
   }
@@ -377,6 +411,10 @@ static struct raw_comm *comm_create(struct raw *r) {
   if (!c) return NULL;
   c->r = r;
   c->nrails = r->nrails;
+  c->next = r->comms;
+  if (r->comms) r->comms->prev = c;
+  r->comms = c;
+  c->staged_slot = c->setup_slot = -1;
   for (int i = 0; i < c->nrails; i++) {
     struct raw_rail *rail = &r->rails[i];
     struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_DATA, .wait_obj = FI_WAIT_NONE, .size = 4096};
@@ -397,7 +435,6 @@ static struct raw_comm *comm_create(struct raw *r) {
     comm_destroy(c);
     return NULL;
   }
-  c->staged_slot = -1;
   for (int i = 0; i < RAW_CTRL_SLOTS; i++) c->send_free[c->nsend_free++] = i;
   for (int i = 0; i < RAW_CTRL_SLOTS; i++)
     if (post_ctrl_recv(c, i)) {
@@ -509,6 +546,10 @@ static int raw_accept(struct perf_transport *t, void *listen_comm, void **recv_c
   }
   int sent = try_send_staged(c, c->eps[0].peer);
   if (sent <= 0) return sent;
+  /* With manual progress a posted send moves only while we poll this
+   * endpoint: hand the comm over once the welcome is out. */
+  if (c->setup_slot >= 0 && comm_progress(c)) return -1;
+  if (c->setup_slot >= 0) return 0;
   l->accepted = 1;
   *recv_comm = c;
   return 0;
@@ -542,9 +583,8 @@ static int raw_irecv(struct perf_transport *t, void *recv_comm, int n, void **bu
   if (comm_progress(c)) return -1;
   for (int i = 0; i < n; i++)
     if (c->rx[(c->seq + (uint32_t)i) % RAW_RING].req) return 0; /* ring full: call again */
-  struct raw_req *req = calloc(1, sizeof(*req));
+  struct raw_req *req = req_new(c);
   if (!req) return -1;
-  req->comm = c;
   req->n = n;
   req->pending = n;
   for (int i = 0; i < n; i++) {
@@ -595,15 +635,14 @@ static int raw_isend(struct perf_transport *t, void *send_comm, void *buf, size_
     perf_error("raw: %zu bytes need %zu stripes (max %d)", size, nstripes, RAW_MAX_STRIPES);
     return -1;
   }
-  struct raw_req *req = calloc(1, sizeof(*req));
+  struct raw_req *req = req_new(c);
   if (!req) return -1;
-  req->comm = c;
   req->n = 1;
   req->sizes[0] = size;
   req->nops = (int)nstripes;
   req->ops = nstripes <= 8 ? req->inline_ops : calloc(nstripes, sizeof(*req->ops));
   if (!req->ops) {
-    free(req);
+    req_free(req);
     return -1;
   }
   c->cts_valid[slot] = 0;
@@ -633,8 +672,7 @@ static int raw_test(struct perf_transport *t, void *request, int *done, size_t *
   if (req->pending) return 0;
   *done = 1;
   for (int i = 0; i < req->n; i++) sizes[i] = req->sizes[i];
-  if (req->ops != req->inline_ops) free(req->ops);
-  free(req);
+  req_free(req);
   return 0;
 }
 
@@ -652,6 +690,7 @@ static int raw_close_listen(struct perf_transport *t, void *listen_comm) {
 
 static void raw_destroy(struct perf_transport *t) {
   struct raw *r = as_raw(t);
+  while (r->comms) comm_destroy(r->comms);
   for (int i = 0; i < r->nrails; i++) {
     if (r->rails[i].domain) fi_close(&r->rails[i].domain->fid);
     if (r->rails[i].fabric) fi_close(&r->rails[i].fabric->fid);

@@ -141,8 +141,7 @@ static int run_local(struct perf_opts *o) {
     perf_log_set_name("srd-perf[server]");
     int rc = run(o, fds[1], 0);
     close(fds[1]);
-    fflush(stdout);
-    _exit(rc);
+    exit(rc); /* stdout was flushed before fork: nothing is written twice */
   }
   close(fds[1]);
   perf_log_set_name("srd-perf[client]");
