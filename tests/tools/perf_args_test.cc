@@ -183,10 +183,10 @@ TEST(PerfArgs, ItersBySize) {
   EXPECT_EQ(iters, 1000);
   EXPECT_EQ(warmup, 101);
   perf_iters_for(&o, 64u << 20, &iters, &warmup);
-  EXPECT_EQ(iters, 5);
+  EXPECT_EQ(iters, 4);
   EXPECT_EQ(warmup, 1);
   perf_iters_for(&o, 1u << 20, &iters, &warmup);
-  EXPECT_EQ(iters, 64);
+  EXPECT_EQ(iters, 32);
   o.iters = 7;
   o.warmup = 0;
   perf_iters_for(&o, 8, &iters, &warmup);

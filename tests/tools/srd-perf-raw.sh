@@ -16,6 +16,6 @@ for prov in "tcp;ofi_rxm" shm; do
   FI_PROVIDER="$prov" timeout 120 "$bin" --raw --json -b 8 -e 64K -f 8 -n 10 > "$tmp/json" || fail "$prov: json run"
   json_check "$tmp/json" || { cat "$tmp/json"; fail "$prov: --json is not valid JSON"; }
   grep -q '"transport": "raw"' "$tmp/json" || fail "$prov: JSON lacks the transport"
-  [ "$(grep -c '"size"' "$tmp/json")" -eq 5 ] || fail "$prov: expected 5 sizes in JSON"
+  [ "$(grep -c '"size"' "$tmp/json")" -eq 6 ] || fail "$prov: expected 6 sizes (8 B .. 64 KiB by 8) in JSON"
 done
 echo "PASS"
