@@ -31,7 +31,7 @@ struct srd_param_desc {
   const char *doc;
 };
 
-const struct srd_param_desc *srd_param_desc(enum srd_param p);
+const struct srd_param_desc *srd_param_info(enum srd_param p);
 int64_t srd_param_int(enum srd_param p);
 /* NULL when unset or empty. */
 const char *srd_param_str(enum srd_param p);

@@ -34,7 +34,7 @@ static void mr_mode_text(uint64_t mode, char *buf, size_t len) {
 }
 
 static void param_value(enum srd_param p, char *buf, size_t len, int *set) {
-  const struct srd_param_desc *d = srd_param_desc(p);
+  const struct srd_param_desc *d = srd_param_info(p);
   const char *env = getenv(d->name);
   *set = env && *env;
   if (d->is_string) {
@@ -97,7 +97,7 @@ static void print_text(const struct info_report *r) {
 
   printf("\nsettings (NCCL_SRD_*)\n");
   for (int p = 0; p < SRD_PARAM_COUNT; p++) {
-    const struct srd_param_desc *d = srd_param_desc((enum srd_param)p);
+    const struct srd_param_desc *d = srd_param_info((enum srd_param)p);
     char v[256];
     int set;
     param_value((enum srd_param)p, v, sizeof(v), &set);
@@ -182,7 +182,7 @@ static int print_json(const struct info_report *r) {
   json_end_object(&w);
   json_begin_array(&w, "settings");
   for (int p = 0; p < SRD_PARAM_COUNT; p++) {
-    const struct srd_param_desc *d = srd_param_desc((enum srd_param)p);
+    const struct srd_param_desc *d = srd_param_info((enum srd_param)p);
     int set;
     param_value((enum srd_param)p, buf, sizeof(buf), &set);
     json_begin_object(&w, NULL);

@@ -81,6 +81,7 @@ int srd_fabric_choose(struct fi_info **infos, char *provider, size_t provider_le
   const char *forced = srd_param_str(SRD_PARAM_PROVIDER);
   const char *why = "NCCL_SRD_PROVIDER";
   if (!forced) forced = getenv("FI_PROVIDER"), why = "FI_PROVIDER";
+  if (forced && !*forced) forced = NULL;
   if (forced) {
     if (try_provider(forced, infos)) {
       SRD_WARN("provider \"%s\" (from %s) is not usable", forced, why);

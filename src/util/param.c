@@ -81,7 +81,7 @@ static void load_locked(void) {
   loaded = 1;
 }
 
-const struct srd_param_desc *srd_param_desc(enum srd_param p) { return &table[p]; }
+const struct srd_param_desc *srd_param_info(enum srd_param p) { return &table[p]; }
 
 int64_t srd_param_int(enum srd_param p) {
   pthread_mutex_lock(&lock);

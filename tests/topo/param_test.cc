@@ -23,7 +23,7 @@ class Params : public ::testing::Test {
   void SetUp() override { clear(); }
   void TearDown() override { clear(); }
   static void clear() {
-    for (int p = 0; p < SRD_PARAM_COUNT; p++) unsetenv(srd_param_desc((enum srd_param)p)->name);
+    for (int p = 0; p < SRD_PARAM_COUNT; p++) unsetenv(srd_param_info((enum srd_param)p)->name);
     srd_param_reload();
   }
   static void set(const char *name, const char *value) {
@@ -75,7 +75,7 @@ TEST(ParamParse, GarbageIsRejected) {
 TEST_F(Params, TableIsConsistent) {
   std::set<std::string> names;
   for (int p = 0; p < SRD_PARAM_COUNT; p++) {
-    const struct srd_param_desc *d = srd_param_desc((enum srd_param)p);
+    const struct srd_param_desc *d = srd_param_info((enum srd_param)p);
     ASSERT_NE(nullptr, d->name) << "parameter " << p;
     EXPECT_EQ(0, strncmp(d->name, "NCCL_SRD_", 9)) << d->name;
     EXPECT_TRUE(names.insert(d->name).second) << d->name << " twice";
@@ -90,7 +90,7 @@ TEST_F(Params, TableIsConsistent) {
 
 TEST_F(Params, UnsetGivesDefaults) {
   for (int p = 0; p < SRD_PARAM_COUNT; p++) {
-    const struct srd_param_desc *d = srd_param_desc((enum srd_param)p);
+    const struct srd_param_desc *d = srd_param_info((enum srd_param)p);
     if (d->is_string)
       EXPECT_EQ(nullptr, srd_param_str((enum srd_param)p)) << d->name;
     else
@@ -111,7 +111,7 @@ TEST_F(Params, ValuesInRangeAreTaken) {
 }
 
 TEST_F(Params, RangeBoundsAreInclusive) {
-  const struct srd_param_desc *d = srd_param_desc(SRD_PARAM_EPS_PER_RAIL);
+  const struct srd_param_desc *d = srd_param_info(SRD_PARAM_EPS_PER_RAIL);
   set(d->name, std::to_string(d->min).c_str());
   EXPECT_EQ(d->min, srd_param_int(SRD_PARAM_EPS_PER_RAIL));
   set(d->name, std::to_string(d->max).c_str());
@@ -119,20 +119,20 @@ TEST_F(Params, RangeBoundsAreInclusive) {
 }
 
 TEST_F(Params, OutOfRangeFallsBackToDefault) {
-  const struct srd_param_desc *d = srd_param_desc(SRD_PARAM_EPS_PER_RAIL);
+  const struct srd_param_desc *d = srd_param_info(SRD_PARAM_EPS_PER_RAIL);
   set(d->name, std::to_string(d->max + 1).c_str());
   EXPECT_EQ(d->def, srd_param_int(SRD_PARAM_EPS_PER_RAIL));
   set(d->name, std::to_string(d->min - 1).c_str());
   EXPECT_EQ(d->def, srd_param_int(SRD_PARAM_EPS_PER_RAIL));
   set("NCCL_SRD_MIN_STRIPE", "64");  // below the 128-byte minimum
-  EXPECT_EQ(srd_param_desc(SRD_PARAM_MIN_STRIPE)->def, srd_param_int(SRD_PARAM_MIN_STRIPE));
+  EXPECT_EQ(srd_param_info(SRD_PARAM_MIN_STRIPE)->def, srd_param_int(SRD_PARAM_MIN_STRIPE));
 }
 
 TEST_F(Params, GarbageFallsBackToDefault) {
   set("NCCL_SRD_RAILS", "four");
   EXPECT_EQ(0, srd_param_int(SRD_PARAM_RAILS));
   set("NCCL_SRD_CONNECT_TIMEOUT_MS", "10s");
-  EXPECT_EQ(srd_param_desc(SRD_PARAM_CONNECT_TIMEOUT_MS)->def, srd_param_int(SRD_PARAM_CONNECT_TIMEOUT_MS));
+  EXPECT_EQ(srd_param_info(SRD_PARAM_CONNECT_TIMEOUT_MS)->def, srd_param_int(SRD_PARAM_CONNECT_TIMEOUT_MS));
 }
 
 TEST_F(Params, EmptyValueIsUnset) {
