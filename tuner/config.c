@@ -12,7 +12,9 @@
  * simple, *), channels (1-64), chunk (bytes, NCCL 2.30+). A '*' or a missing
  * algo/proto lets the model choose within what the rule fixes.
  * "model" lines recalibrate the model: hop_us (one network hop, us), rail_gbps
- * (one NIC's speed), efficiency (0-1]. Any error rejects the whole file. */
+ * (one NIC's speed), efficiency (0-1], margin (0-10: how much faster the
+ * model's choice must look before NCCL's own is replaced; default 0.1).
+ * Any error rejects the whole file. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -125,17 +127,21 @@ static int parse_choice(struct parser *ps, const char *key, const char *v, const
   return 0;
 }
 
-static int parse_double(struct parser *ps, const char *key, const char *v, double lo, double hi, double *out) {
+/* A number in (lo, hi], or [lo, hi] with lo_inclusive. */
+static int parse_double(struct parser *ps, const char *key, const char *v, double lo, double hi, int lo_inclusive,
+                        double *out) {
   char *end;
   errno = 0;
   double d = strtod(v, &end);
-  if (errno || end == v || *end || !(d > lo && d <= hi)) return fail(ps, "%s=%s: expected a number in (%g, %g]", key, v, lo, hi);
+  int above = lo_inclusive ? d >= lo : d > lo;
+  if (errno || end == v || *end || !(above && d <= hi))
+    return fail(ps, "%s=%s: expected a number in %c%g, %g]", key, v, lo_inclusive ? '[' : '(', lo, hi);
   *out = d;
   return 0;
 }
 
 static int parse_model_line(struct parser *ps, char **tok, int ntok, struct srd_tuner_calibration *cal) {
-  if (ntok < 2) return fail(ps, "'model' needs at least one of hop_us, rail_gbps, efficiency");
+  if (ntok < 2) return fail(ps, "'model' needs at least one of hop_us, rail_gbps, efficiency, margin");
   unsigned seen = 0;
   for (int i = 1; i < ntok; i++) {
     char *eq = strchr(tok[i], '=');
@@ -144,10 +150,11 @@ static int parse_model_line(struct parser *ps, char **tok, int ntok, struct srd_
     const char *k = tok[i], *v = eq + 1;
     unsigned bit;
     int rc;
-    if (!strcmp(k, "hop_us")) bit = 1, rc = parse_double(ps, k, v, 0, 1e6, &cal->hop_us);
-    else if (!strcmp(k, "rail_gbps")) bit = 2, rc = parse_double(ps, k, v, 0, 1e6, &cal->rail_gbps);
-    else if (!strcmp(k, "efficiency")) bit = 4, rc = parse_double(ps, k, v, 0, 1, &cal->efficiency);
-    else return fail(ps, "model: unknown key '%s' (hop_us, rail_gbps, efficiency)", k);
+    if (!strcmp(k, "hop_us")) bit = 1, rc = parse_double(ps, k, v, 0, 1e6, 0, &cal->hop_us);
+    else if (!strcmp(k, "rail_gbps")) bit = 2, rc = parse_double(ps, k, v, 0, 1e6, 0, &cal->rail_gbps);
+    else if (!strcmp(k, "efficiency")) bit = 4, rc = parse_double(ps, k, v, 0, 1, 0, &cal->efficiency);
+    else if (!strcmp(k, "margin")) bit = 8, rc = parse_double(ps, k, v, 0, 10, 1, &cal->margin), cal->has_margin = 1;
+    else return fail(ps, "model: unknown key '%s' (hop_us, rail_gbps, efficiency, margin)", k);
     if (rc) return rc;
     if (seen & bit) return fail(ps, "model: '%s' given twice", k);
     seen |= bit;

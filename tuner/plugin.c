@@ -15,6 +15,7 @@ struct srd_tuner {
   struct srd_tuner_comm comm;
   struct srd_tuner_rules rules;
   int user_forced;                        /* NCCL_ALGO or NCCL_PROTO set: hands off */
+  double margin;                          /* see SRD_TUNER_DEFAULT_MARGIN */
   int logged[SRD_COLL_COUNT][SIZE_CLASSES]; /* last decision logged per power-of-two size, 0: none */
   int logged_chunk[SRD_COLL_COUNT][SIZE_CLASSES];
 };
@@ -50,9 +51,11 @@ struct srd_tuner *srd_tuner_create_with(size_t nranks, size_t nnodes, int nvl_do
     memcpy(t->rules.rule, rules->rule, (size_t)rules->n * sizeof(*rules->rule));
     t->rules.n = rules->n;
   }
+  t->margin = SRD_TUNER_DEFAULT_MARGIN;
   if (rules) {
     t->rules.cal = rules->cal;
     srd_rules_calibrate(rules, &t->net);
+    if (rules->cal.has_margin) t->margin = rules->cal.margin;
   }
   t->user_forced = user_forced;
   return t;
@@ -153,7 +156,7 @@ static void log_decision(struct srd_tuner *t, const struct srd_tuner_request *rq
 }
 
 void srd_tuner_decide(struct srd_tuner *t, const struct srd_tuner_request *rq, struct srd_tuner_decision *out) {
-  out->algo = out->proto = -1;
+  out->algo = out->proto = out->best_algo = out->best_proto = -1;
   out->channels = 0;
   if (!t || t->user_forced || rq->coll < 0 || rq->coll >= SRD_COLL_COUNT) return;
 
@@ -210,6 +213,21 @@ void srd_tuner_decide(struct srd_tuner *t, const struct srd_tuner_request *rq, s
       for (int p = 0; p < SRD_PROTO_COUNT; p++)
         if (allowed[a][p] && cost[a][p] >= 0 && (out->algo < 0 || cost[a][p] < best))
           out->algo = a, out->proto = p, best = cost[a][p];
+  }
+  out->best_algo = out->algo;
+  out->best_proto = out->proto;
+  /* Without a rule, NCCL's pick stands unless the model clearly beats it. */
+  char margin_note[96];
+  if (out->algo >= 0 && !rule && model_active && nccl_a >= 0 && nccl_p >= 0 && allowed[nccl_a][nccl_p] &&
+      cost[nccl_a][nccl_p] >= 0 && cost[nccl_a][nccl_p] <= best * (1.0 + t->margin)) {
+    if (out->algo != nccl_a || out->proto != nccl_p) {
+      snprintf(margin_note, sizeof(margin_note), "within %.0f%% of the model's best %s/%s %.1f us", t->margin * 100,
+               srd_algo_name(out->algo), srd_proto_name(out->proto), best);
+      why = margin_note;
+    } else {
+      why = "the model agrees";
+    }
+    out->algo = out->proto = -1;
   }
   /* The winner costs nothing, so NCCL's minimum search picks it. */
   if (out->algo >= 0 && rq->table) rq->table[out->algo * rq->num_proto + out->proto] = 0.0f;

@@ -163,6 +163,7 @@ struct srd_tuner_request {
 struct srd_tuner_decision {
   int algo, proto;      /* -1: NCCL keeps its own choice */
   int channels;         /* 0: NCCL's count */
+  int best_algo, best_proto; /* the best candidate found, even when NCCL's pick stands; -1: none */
 };
 
 /* Decide, log the decision once per size class, and for a table make the

@@ -78,9 +78,10 @@ class BadConfigEnvironment : public ::testing::Environment {
 
 const ::testing::Environment *const bad_config_env = ::testing::AddGlobalTestEnvironment(new BadConfigEnvironment);
 
-// What NCCL fills for four nodes of one GPU: ring and tree enabled for every
-// protocol but LL128 (NCCL disables it across a host network), PAT off for
-// all-reduce, CollNet/NVLS ignored.
+// An all-reduce table for four nodes of one GPU: ring and tree enabled for
+// every protocol but LL128 (NCCL disables it across a host network), PAT off
+// for all-reduce, CollNet/NVLS ignored. NCCL's cheapest entry is Ring/Simple,
+// which at 8 bytes no model of a network would choose: the tuner must step in.
 struct CostTable {
   float t[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];
   CostTable() {
@@ -89,13 +90,14 @@ struct CostTable {
     t[NCCL_ALGO_TREE][NCCL_PROTO_LL] = 40.0f;
     t[NCCL_ALGO_TREE][NCCL_PROTO_SIMPLE] = 60.0f;
     t[NCCL_ALGO_RING][NCCL_PROTO_LL] = 45.0f;
-    t[NCCL_ALGO_RING][NCCL_PROTO_SIMPLE] = 70.0f;
+    t[NCCL_ALGO_RING][NCCL_PROTO_SIMPLE] = 30.0f;
   }
   float **arg() { return reinterpret_cast<float **>(t); }
 };
 
-// Exactly one enabled entry became 0.0 and nothing ignored came back.
-void expect_one_winner(const CostTable &before, const CostTable &after) {
+// At most one enabled entry became 0.0 (none when the tuner keeps NCCL's
+// pick) and nothing ignored came back.
+int count_winners(const CostTable &before, const CostTable &after) {
   int zeros = 0;
   for (int a = 0; a < NCCL_NUM_ALGORITHMS; a++)
     for (int p = 0; p < NCCL_NUM_PROTOCOLS; p++) {
@@ -106,8 +108,11 @@ void expect_one_winner(const CostTable &before, const CostTable &after) {
         zeros++;
       }
     }
-  EXPECT_EQ(zeros, 1);
+  EXPECT_LE(zeros, 1);
+  return zeros;
 }
+
+void expect_one_winner(const CostTable &before, const CostTable &after) { EXPECT_EQ(count_winners(before, after), 1); }
 
 class TunerAbi : public ::testing::Test {
  protected:
@@ -125,7 +130,13 @@ void check_v3_style(ncclResult_t (*coll_info)(void *, ncclFunc_t, size_t, int, f
     ASSERT_EQ(coll_info(ctx, ncclFuncAllReduce, bytes, 1, table.arg(), NCCL_NUM_ALGORITHMS, NCCL_NUM_PROTOCOLS, 0,
                         &channels),
               ncclSuccess);
-    expect_one_winner(before, table);
+    if (bytes == 8) {
+      expect_one_winner(before, table);
+      EXPECT_TRUE(table.t[NCCL_ALGO_TREE][NCCL_PROTO_LL] == 0.0f || table.t[NCCL_ALGO_RING][NCCL_PROTO_LL] == 0.0f)
+          << "8 bytes: LL, the protocol with the cheapest hop";
+    } else {
+      count_winners(before, table);
+    }
     EXPECT_EQ(channels, 0);
   }
   // Send/recv and unknown collectives: success, table untouched.
@@ -257,6 +268,6 @@ TEST_F(TunerAbi, BadConfigFallsBackToTheModel) {
                             &nch),
             ncclSuccess);
   expect_one_winner(before, table);
-  EXPECT_NE(table.t[NCCL_ALGO_RING][NCCL_PROTO_SIMPLE], 0.0f) << "8 bytes: the model never picks SIMPLE";
+  EXPECT_EQ(table.t[NCCL_ALGO_RING][NCCL_PROTO_SIMPLE], 30.0f) << "8 bytes: the model never picks SIMPLE";
   ASSERT_EQ(v6->finalize(ctx), ncclSuccess);
 }

@@ -61,7 +61,8 @@ struct Table {
 };
 
 struct Pick {
-  int algo, proto, channels;
+  int algo, proto, channels;  // applied to the table
+  int best_algo, best_proto;  // the model's best, even where NCCL's pick stands
 };
 
 // One decision through the same path the shims use, on a fresh tuner.
@@ -73,12 +74,21 @@ Pick decide(const srd_tuner_net &net, int nnodes, int ppn, int coll, size_t nbyt
   srd_tuner_decision d;
   srd_tuner_decide(t, &rq, &d);
   srd_tuner_destroy(t);
-  return {d.algo, d.proto, d.channels};
+  return {d.algo, d.proto, d.channels, d.best_algo, d.best_proto};
 }
 
+// The model's own choice over a full table (NCCL's pick may stand in the
+// table; the model's best is what these tests judge).
 Pick decide_full(const Topo &topo, int nnodes, int coll, size_t nbytes) {
   Table table(coll, nnodes * topo.ppn, nnodes);
-  return decide(topo.net, nnodes, topo.ppn, coll, nbytes, &table);
+  Pick p = decide(topo.net, nnodes, topo.ppn, coll, nbytes, &table);
+  if (p.algo >= 0) {
+    EXPECT_EQ(p.algo, p.best_algo);
+    EXPECT_EQ(p.proto, p.best_proto);
+  }
+  p.algo = p.best_algo;
+  p.proto = p.best_proto;
+  return p;
 }
 
 std::string name(const Pick &p) { return std::string(srd_algo_name(p.algo)) + "/" + srd_proto_name(p.proto); }
@@ -299,6 +309,40 @@ TEST(TunerModel, DefersToAlgorithmsItDoesNotModel) {
   // When NVLS is enabled but not NCCL's favourite, the model chooses.
   table.t[SRD_ALGO_NVLS_TREE][SRD_PROTO_SIMPLE] = 500.0f;
   EXPECT_GE(decide(t.net, 4, 8, SRD_COLL_ALLREDUCE, 64 * MiB, &table).algo, 0);
+}
+
+TEST(TunerModel, NcclsPickStandsWithinTheMargin) {
+  const Topo &t = topo("tcp");
+  // 8 nodes, 8 B: the model's best is Tree/LL. NCCL picking Ring/LL (14 hops
+  // against 6) is far off: replaced. NCCL picking Tree/LL: left as it is.
+  Table table(SRD_COLL_ALLREDUCE, 8, 8);
+  table.t[SRD_ALGO_RING][SRD_PROTO_LL] = 1.0f;
+  EXPECT_EQ(name(decide(t.net, 8, 1, SRD_COLL_ALLREDUCE, 8, &table)), "Tree/LL");
+  EXPECT_EQ(table.t[SRD_ALGO_TREE][SRD_PROTO_LL], 0.0f);
+  Table agree(SRD_COLL_ALLREDUCE, 8, 8);
+  agree.t[SRD_ALGO_TREE][SRD_PROTO_LL] = 1.0f;
+  Table copy = agree;
+  EXPECT_EQ(decide(t.net, 8, 1, SRD_COLL_ALLREDUCE, 8, &agree).algo, -1);
+  EXPECT_EQ(memcmp(agree.t, copy.t, sizeof(agree.t)), 0);
+  // Near the model's LL/SIMPLE crossover both are within 10%: NCCL's stays.
+  srd_tuner_comm comm;
+  srd_tuner_comm_init(&comm, 8, 8, 0);
+  size_t cross = 0;
+  for (size_t n = 1024; n < 64 * MiB && !cross; n += n / 16) {
+    double c[SRD_ALGO_COUNT][SRD_PROTO_COUNT];
+    srd_model_costs(&t.net, &comm, SRD_COLL_ALLREDUCE, n, 1, c);
+    if (c[SRD_ALGO_TREE][SRD_PROTO_SIMPLE] < c[SRD_ALGO_TREE][SRD_PROTO_LL]) cross = n;
+  }
+  ASSERT_GT(cross, 0u);
+  Table near(SRD_COLL_ALLREDUCE, 8, 8);
+  near.t[SRD_ALGO_TREE][SRD_PROTO_LL] = 1.0f;
+  EXPECT_EQ(decide(t.net, 8, 1, SRD_COLL_ALLREDUCE, cross, &near).algo, -1);
+  // An unsafe LL128 pick is always replaced, margin or not.
+  Table unsafe(SRD_COLL_ALLREDUCE, 8, 8);
+  unsafe.t[SRD_ALGO_TREE][SRD_PROTO_LL128] = 1.0f;
+  Pick p = decide(t.net, 8, 1, SRD_COLL_ALLREDUCE, cross, &unsafe);
+  EXPECT_GE(p.algo, 0);
+  EXPECT_NE(p.proto, SRD_PROTO_LL128);
 }
 
 TEST(TunerModel, V2WithoutTable) {

@@ -33,7 +33,7 @@ TEST(TunerRules, ParsesEveryField) {
                   "   coll=allreduce size=0-64K nodes=2-* ranks=-512 algo=tree proto=ll   # trailing\n"
                   "coll=allgather,ReduceScatter size=1M- algo=* proto=SIMPLE channels=8 chunk=1M\r\n"
                   "size=4096 channels=1\n"
-                  "model hop_us=12.5 rail_gbps=25\n",
+                  "model hop_us=12.5 rail_gbps=25 margin=0\n",
                   &r, &err),
             0)
       << err;
@@ -63,6 +63,8 @@ TEST(TunerRules, ParsesEveryField) {
   EXPECT_DOUBLE_EQ(r.cal.hop_us, 12.5);
   EXPECT_DOUBLE_EQ(r.cal.rail_gbps, 25.0);
   EXPECT_EQ(r.cal.efficiency, 0.0);
+  EXPECT_EQ(r.cal.has_margin, 1);
+  EXPECT_EQ(r.cal.margin, 0.0);
 
   // First match wins; ranges are inclusive.
   EXPECT_EQ(srd_rules_match(&r, SRD_COLL_ALLREDUCE, 65536, 2, 16), &r.rule[0]);
@@ -117,6 +119,8 @@ TEST(TunerRules, ReportsLineAndReason) {
       {"model hop_us=-1\n", "hop_us=-1"},
       {"model efficiency=1.5\n", "efficiency=1.5"},
       {"model hop_us=1 hop_us=2\n", "given twice"},
+      {"model margin=-0.1\n", "margin=-0.1: expected a number in [0, 10]"},
+      {"model margin=11\n", "margin=11"},
       {"model speed=3\n", "unknown key 'speed'"},
       {"algo=ring\xff\n", "unexpected byte 0xff"},
       {"a=1 a=2 a=3 a=4 a=5 a=6 a=7 a=8 a=9 a=10 a=11 a=12 a=13 a=14 a=15 a=16 a=17\n", "more than 16 fields"},
