@@ -27,6 +27,16 @@ grep -q '"name": "shm"' "$tmp/shm" || fail "FI_PROVIDER=shm did not choose shm"
 NCCL_SRD_EAGER_MAX=4K "$bin" --json > "$tmp/param" || fail "srd-info with a setting exited non-zero"
 grep -A2 '"NCCL_SRD_EAGER_MAX"' "$tmp/param" | grep -q '"value": 4096' || fail "setting in force not shown"
 
+# A GPU machine described by a topology file: the GPU has no NIC of ours
+# behind its switch, and host-only tcp cannot register GPU memory.
+NCCL_SRD_TOPO_FILE="${top_srcdir:-.}/tests/topo/single.xml" "$bin" --json > "$tmp/gpu" ||
+  fail "srd-info with a GPU topology exited non-zero"
+json_check "$tmp/gpu" || fail "GPU topology JSON invalid"
+grep -q '"gpus": 1' "$tmp/gpu" || fail "the topology's GPU was not found"
+grep -q 'has no NIC behind its PCIe switch' "$tmp/gpu" || fail "no warning for a GPU without a local NIC"
+grep -q 'GPU memory cannot be registered' "$tmp/gpu" || fail "no warning for missing GPU memory registration"
+grep -q '"name": "NCCL_SRD_TOPO_FILE"' "$tmp/gpu" || fail "settings lack NCCL_SRD_TOPO_FILE"
+
 NCCL_SRD_PROVIDER=no-such-provider "$bin" --json > "$tmp/none" 2> "$tmp/none.err"
 rc=$?
 [ "$rc" -ne 0 ] || fail "no usable NIC but exit status 0"
