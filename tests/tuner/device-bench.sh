@@ -14,6 +14,9 @@
 #   SMALL_ITERS=50 LARGE_ITERS=5  iterations for 8 B..1 MiB and 2 MiB..1 GiB
 #   MAX_BYTES=1G   REPEAT=1 (runs per variant; the table keeps the fastest)
 #   RUN_TIMEOUT=240 seconds per nccl-tests run
+#   CALIBRATION="model hop_us=10 rail_gbps=32"  adds a third variant, the tuner
+#                         with this NCCL_SRD_TUNER_CONFIG text (the ranks of one
+#                         host talk over loopback, not a real network)
 # Writes to $OUT (or ./tuner-bench-out): one log per run, NCCL's debug files
 # (TUNING: NCCL's own table and every tuner decision), env.txt, summary.md.
 set -u
@@ -81,52 +84,70 @@ run() {
   local tag=$coll-${n}r-$variant-$rep log
   log=$out/$tag.log
   mkdir -p "$out/debug/$tag"
-  if [ "$variant" = tuner ]; then tuner_env=$tuner; else tuner_env=none; fi
+  local tuner_env=$tuner config=
+  [ "$variant" = base ] && tuner_env=none
+  [ "$variant" = cal ] && config=$out/calibration.conf
   : >"$log"
   for range in "8 1M $SMALL_ITERS 10" "2M $MAX_BYTES $LARGE_ITERS 2"; do
     # shellcheck disable=SC2086
     set -- $range
-    NCCL_TUNER_PLUGIN=$tuner_env NCCL_DEBUG_FILE=$out/debug/$tag/nccl.%h.%p.log \
+    NCCL_TUNER_PLUGIN=$tuner_env NCCL_SRD_TUNER_CONFIG=$config NCCL_DEBUG_FILE=$out/debug/$tag/nccl.%h.%p.log \
       timeout "$RUN_TIMEOUT" bash -c "$(declare -f mpiranks); mpiranks $n $tests_dir/${coll}_perf -b $1 -e $2 -f 2 -g 1 -n $3 -w $4 -c 1" \
       >>"$log" 2>&1
     echo "# exit $? range $1-$2" >>"$log"
   done
 }
 
+variants="base tuner"
+if [ -n "${CALIBRATION:-}" ]; then
+  echo "$CALIBRATION" >"$out/calibration.conf"
+  variants="$variants cal"
+fi
+
 for coll in $COLLS; do
   for n in $RANKS; do
     for ((rep = 1; rep <= REPEAT; rep++)); do
-      run "$coll" "$n" base "$rep"
-      run "$coll" "$n" tuner "$rep"
+      for v in $variants; do run "$coll" "$n" "$v" "$rep"; done
     done
   done
 done
 
 # summary.md: per collective and rank count, the fastest out-of-place time of
-# each variant per size, their ratio, and any wrong results.
+# each variant per size, the ratio to NCCL alone, and any wrong results.
 summarize() {
-  local coll=$1 n=$2
+  local coll=$1 n=$2 v
   echo "### $coll, $n ranks ($TRANSPORT)"
   echo
-  echo "| size (B) | NCCL alone (us) | with tuner (us) | tuner/NCCL | busbw NCCL | busbw tuner | note |"
-  echo "|---:|---:|---:|---:|---:|---:|---|"
-  cat "$out/$coll-${n}r-base-"*.log | awk '$1 ~ /^[0-9]+$/ && NF >= 13 {print "base", $1, $6, $8, $9 + $13}' >"$out/.rows"
-  cat "$out/$coll-${n}r-tuner-"*.log | awk '$1 ~ /^[0-9]+$/ && NF >= 13 {print "tuner", $1, $6, $8, $9 + $13}' >>"$out/.rows"
-  awk '
+  : >"$out/.rows"
+  for v in $variants; do
+    cat "$out/$coll-${n}r-$v-"*.log | awk -v v="$v" '$1 ~ /^[0-9]+$/ && NF >= 13 {print v, $1, $6, $8, $9 + $13}' >>"$out/.rows"
+  done
+  awk -v variants="$variants" '
+    BEGIN { nv = split(variants, vs, " ") }
     { key = $2; sizes[key] = 1
       if (!(($1, key) in t) || $3 < t[$1, key]) { t[$1, key] = $3; bw[$1, key] = $4 }
       wrong[$1, key] += $5 }
     END {
+      printf "| size (B) | NCCL alone (us) |"
+      for (k = 2; k <= nv; k++) printf " %s (us) | %s/NCCL |", vs[k], vs[k]
+      printf " busbw NCCL (GB/s) | note |\n|---:|---:|"
+      for (k = 2; k <= nv; k++) printf "---:|---:|"
+      printf "---:|---|\n"
       n = 0; for (s in sizes) order[n++] = s + 0
       for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (order[j] < order[i]) { x = order[i]; order[i] = order[j]; order[j] = x }
       for (i = 0; i < n; i++) {
-        s = order[i]; b = t["base", s]; u = t["tuner", s]; note = ""
-        if (b == "" || u == "") { printf "| %d | %s | %s | - | | | missing |\n", s, b, u; continue }
-        r = u / b
-        if (r > 1.05) note = "SLOWER"
-        else if (r < 0.95) note = "faster"
-        if (wrong["base", s] + wrong["tuner", s] > 0) note = note " WRONG RESULTS"
-        printf "| %d | %.1f | %.1f | %.3f | %.2f | %.2f | %s |\n", s, b, u, r, bw["base", s], bw["tuner", s], note
+        s = order[i]; b = t["base", s]; note = ""
+        printf "| %d | %s |", s, b == "" ? "-" : sprintf("%.1f", b)
+        for (k = 2; k <= nv; k++) {
+          u = t[vs[k], s]
+          if (b == "" || u == "") { printf " - | - |"; note = note " missing"; continue }
+          r = u / b
+          printf " %.1f | %.3f |", u, r
+          if (r > 1.05) note = note " " vs[k] ":SLOWER"
+          else if (r < 0.95) note = note " " vs[k] ":faster"
+        }
+        for (k = 1; k <= nv; k++) if (wrong[vs[k], s] > 0) note = note " " vs[k] ":WRONG"
+        printf " %s |%s |\n", bw["base", s], note
       }
     }' "$out/.rows"
   rm -f "$out/.rows"
@@ -143,7 +164,7 @@ summarize() {
   done
   echo "### Tuner decisions (first rank of each tuned run)"
   echo
-  for f in "$out"/debug/*-tuner-1; do
+  for f in "$out"/debug/*-tuner-1 "$out"/debug/*-cal-1; do
     first=
     for g in "$f"/nccl.*; do [ -e "$g" ] && first=$g && break; done
     [ -n "$first" ] || continue
