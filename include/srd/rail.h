@@ -112,6 +112,11 @@ int srd_rail_write(struct srd_rail *rail, int ep, const void *src, size_t len, v
 int srd_rail_read(struct srd_rail *rail, int ep, void *dst, size_t len, void *desc, fi_addr_t src, uint64_t raddr,
                   uint64_t key, struct srd_op *op);
 
+/* Is the rail's kernel interface (tcp) without a link? Always 0 for NICs
+ * that are not kernel interfaces (efa, shm): those report failures through
+ * their completion queues. */
+int srd_rail_link_down(const struct srd_rail *rail);
+
 /* Reap up to max completions and dispatch them; returns how many, or a
  * negative error for a CQ that cannot be read. */
 int srd_rail_poll(struct srd_rail *rail, int max);

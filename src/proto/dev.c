@@ -282,9 +282,11 @@ static void on_remote_write(void *arg, struct srd_rail *rail, uint32_t imm, size
 }
 
 static void on_rail_error(void *arg, struct srd_rail *rail, int err, const char *errstr) {
+  /* Without an operation we cannot tell which peer it concerns: the comms
+   * that are hit see their own operations fail. */
   struct srd_dev *dev = arg;
-  SRD_WARN("device %d: %s", dev->index, errstr);
-  rail->failed = 1;
+  SRD_WARN("device %d: %s (error %d)", dev->index, errstr, err);
+  (void)rail;
 }
 
 /* A probe the provider refuses for this long (tcp reconnecting to a dead
@@ -326,6 +328,23 @@ static void probe_silent_peers(struct srd_dev *dev, uint64_t now) {
   }
 }
 
+/* A rail whose link went away fails every comm of the device (they all
+ * stripe over it) with an error that names it, instead of a silent stall. */
+static void check_links(struct srd_dev *dev) {
+  for (int i = 0; i < dev->nrails; i++) {
+    struct srd_rail *rail = &dev->rails[i];
+    if (!rail->failed && srd_rail_link_down(rail)) {
+      rail->failed = 1;
+      SRD_WARN("device %d: rail %d (%s) lost its link", dev->index, i, rail->name);
+    }
+    if (!rail->failed) continue;
+    for (int k = 0; k < SRD_MAX_COMMS; k++)
+      if (dev->comms[k] && !dev->comms[k]->result)
+        srd_comm_fail(dev->comms[k], ncclSystemError, "rail %d (%s) of device %d failed", i, rail->name,
+                      dev->index);
+  }
+}
+
 void srd_dev_progress(struct srd_dev *dev) {
   for (int i = 0; i < dev->nrails; i++) {
     int rc = srd_rail_poll(&dev->rails[i], POLL_BUDGET);
@@ -335,6 +354,7 @@ void srd_dev_progress(struct srd_dev *dev) {
   uint64_t now = srd_now_ms();
   if (now - dev->last_scan_ms >= SCAN_INTERVAL_MS) {
     dev->last_scan_ms = now;
+    check_links(dev);
     probe_silent_peers(dev, now);
   }
 }

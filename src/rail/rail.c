@@ -358,3 +358,14 @@ int srd_rail_poll(struct srd_rail *rail, int max) {
   if (rail->reorder && total == 0 && rail->nheld) dispatch_reordered(rail, NULL, 0);
   return total;
 }
+
+int srd_rail_link_down(const struct srd_rail *rail) {
+  char path[128], state[32] = "";
+  snprintf(path, sizeof(path), "/sys/class/net/%s/operstate", rail->name);
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  if (!fgets(state, sizeof(state), f)) state[0] = 0;
+  fclose(f);
+  /* "unknown" is what loopback and some virtual links report while working. */
+  return strncmp(state, "up", 2) && strncmp(state, "unknown", 7) && state[0];
+}
