@@ -17,6 +17,7 @@ const char perf_usage[] =
     "  --plugin PATH        ncclNet plugin library (default: libnccl-net-srd.so beside srd-perf, then the\n"
     "                       library path); the highest ncclNetPlugin_v12..v8 table it exports is used\n"
     "  --raw                fi_writedata straight on libfabric, same provider and NICs (the ceiling)\n"
+    "  --net-version N      drive ncclNetPlugin_vN (8..12) instead of the highest, as an older NCCL would\n"
     "  --dev N              NCCL device (plugin) or NIC group (raw) to use (default 0)\n"
     "  --cuda               CUDA buffers (not supported yet: host memory only)\n"
     "\n"
@@ -145,12 +146,12 @@ struct opt_spec {
 };
 
 enum opt_id {
-  OPT_PLUGIN, OPT_RAW, OPT_DEV, OPT_CUDA, OPT_SERVER, OPT_CLIENT, OPT_PORT, OPT_TIMEOUT, OPT_TEST, OPT_MIN, OPT_MAX,
+  OPT_PLUGIN, OPT_NET_VERSION, OPT_RAW, OPT_DEV, OPT_CUDA, OPT_SERVER, OPT_CLIENT, OPT_PORT, OPT_TIMEOUT, OPT_TEST, OPT_MIN, OPT_MAX,
   OPT_FACTOR, OPT_ITERS, OPT_WARMUP, OPT_COMMS, OPT_WINDOW, OPT_GROUP, OPT_CHECK, OPT_JSON, OPT_HELP, OPT_COUNT
 };
 
 static const struct opt_spec specs[OPT_COUNT] = {
-    [OPT_PLUGIN] = {"plugin", 0, 1},   [OPT_RAW] = {"raw", 0, 0},          [OPT_DEV] = {"dev", 0, 1},
+    [OPT_PLUGIN] = {"plugin", 0, 1},   [OPT_NET_VERSION] = {"net-version", 0, 1}, [OPT_RAW] = {"raw", 0, 0},          [OPT_DEV] = {"dev", 0, 1},
     [OPT_CUDA] = {"cuda", 0, 0},       [OPT_SERVER] = {"server", 0, 0},    [OPT_CLIENT] = {"client", 0, 1},
     [OPT_PORT] = {"port", 0, 1},       [OPT_TIMEOUT] = {"timeout", 0, 1},  [OPT_TEST] = {"test", 't', 1},
     [OPT_MIN] = {"min-size", 'b', 1},  [OPT_MAX] = {"max-size", 'e', 1},   [OPT_FACTOR] = {"factor", 'f', 1},
@@ -181,6 +182,7 @@ static int find_opt(const char *arg, const char **inline_value) {
 static int apply(struct perf_opts *o, int id, const char *v) {
   switch (id) {
   case OPT_PLUGIN: return snprintf(o->plugin, sizeof(o->plugin), "%s", v) >= (int)sizeof(o->plugin) || !*v ? -1 : 0;
+  case OPT_NET_VERSION: return parse_int(v, 8, 12, &o->net_version);
   case OPT_RAW: o->raw = 1; return 0;
   case OPT_DEV: return parse_int(v, 0, 1023, &o->dev);
   case OPT_CUDA: o->cuda = 1; return 0;
@@ -241,8 +243,8 @@ enum perf_args_result perf_args_parse(int argc, char *const argv[], struct perf_
       return PERF_ARGS_ERROR;
     }
   }
-  if (o->raw && o->plugin[0]) {
-    snprintf(err, errlen, "--raw and --plugin exclude each other");
+  if (o->raw && (o->plugin[0] || o->net_version)) {
+    snprintf(err, errlen, "--raw excludes --plugin and --net-version");
     return PERF_ARGS_ERROR;
   }
   if (o->min_size > o->max_size) {

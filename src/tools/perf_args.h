@@ -25,6 +25,7 @@ struct perf_opts {
   int port;
   int raw;           /* drive libfabric directly instead of a plugin */
   char plugin[1024]; /* "" means: find our own libnccl-net-srd.so */
+  int net_version;   /* ncclNet table to drive, 0: the highest exported */
   int dev;           /* NCCL device (plugin) or device group (raw) */
   int tests;         /* PERF_TEST_* bits */
   size_t min_size, max_size;

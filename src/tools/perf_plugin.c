@@ -241,10 +241,11 @@ static void *load_default(char *found, size_t found_len, char *tried, size_t tri
   return dlopen(OUR_PLUGIN, RTLD_NOW | RTLD_LOCAL);
 }
 
-static int pick_table(struct plugin *p, const char *path) {
+static int pick_table(struct plugin *p, const char *path, int version) {
   static const char *const symbols[] = {"ncclNetPlugin_v12", "ncclNetPlugin_v11", "ncclNetPlugin_v10",
                                         "ncclNetPlugin_v9", "ncclNetPlugin_v8"};
   for (int i = 0; i < 5; i++) {
+    if (version && version != 12 - i) continue;
     void *sym = dlsym(p->lib, symbols[i]);
     if (!sym) continue;
     p->base.net_version = 12 - i;
@@ -257,6 +258,10 @@ static int pick_table(struct plugin *p, const char *path) {
     default: break;
     }
     return 0;
+  }
+  if (version) {
+    perf_error("%s does not export ncclNetPlugin_v%d (--net-version)", path, version);
+    return -1;
   }
   perf_error("%s exports none of ncclNetPlugin_v12 .. ncclNetPlugin_v8: not an ncclNet plugin of NCCL 2.19 or later",
              path);
@@ -283,7 +288,53 @@ static int plugin_init(struct plugin *p) {
   return check(rc, "init");
 }
 
-/* v9..v12 properties share their leading fields with v8. */
+/* The fields srd-perf needs, whatever the version's layout (v9 inserted
+ * forceFlush before speed, so v8 is not a prefix of the later ones). */
+struct dev_props {
+  const char *name, *pci_path;
+  int ptr_support, speed, max_recvs;
+};
+
+#define TAKE_PROPS(out, in)                                                                                            \
+  ((out)->name = (in).name, (out)->pci_path = (in).pciPath, (out)->ptr_support = (in).ptrSupport,                      \
+   (out)->speed = (in).speed, (out)->max_recvs = (in).maxRecvs)
+
+static int get_props(struct plugin *p, struct dev_props *out) {
+  ncclResult_t rc;
+  switch (p->base.net_version) {
+  case 12: {
+    ncclNetProperties_v12_t v;
+    memset(&v, 0, sizeof(v));
+    rc = p->net.v12->getProperties(p->dev, &v);
+    TAKE_PROPS(out, v);
+    break;
+  }
+  case 11: {
+    ncclNetProperties_v11_t v;
+    memset(&v, 0, sizeof(v));
+    rc = p->net.v11->getProperties(p->dev, &v);
+    TAKE_PROPS(out, v);
+    break;
+  }
+  case 10:
+  case 9: {
+    ncclNetProperties_v9_t v;
+    memset(&v, 0, sizeof(v));
+    rc = p->base.net_version == 10 ? p->net.v10->getProperties(p->dev, &v) : p->net.v9->getProperties(p->dev, &v);
+    TAKE_PROPS(out, v);
+    break;
+  }
+  default: {
+    ncclNetProperties_v8_t v;
+    memset(&v, 0, sizeof(v));
+    rc = p->net.v8->getProperties(p->dev, &v);
+    TAKE_PROPS(out, v);
+    break;
+  }
+  }
+  return check(rc, "getProperties");
+}
+
 static int describe_device(struct plugin *p) {
   int ndev = 0;
   if (check(CALL(p, devices, &ndev), "devices")) return -1;
@@ -291,34 +342,19 @@ static int describe_device(struct plugin *p) {
     perf_error("--dev %d: the plugin has %d device%s", p->dev, ndev, ndev == 1 ? "" : "s");
     return -1;
   }
-  union {
-    ncclNetProperties_v8_t v8;
-    ncclNetProperties_v9_t v9;
-    ncclNetProperties_v11_t v11;
-    ncclNetProperties_v12_t v12;
-  } props;
-  memset(&props, 0, sizeof(props));
-  ncclResult_t rc;
-  switch (p->base.net_version) {
-  case 12: rc = p->net.v12->getProperties(p->dev, &props.v12); break;
-  case 11: rc = p->net.v11->getProperties(p->dev, &props.v11); break;
-  case 10: rc = p->net.v10->getProperties(p->dev, &props.v9); break;
-  case 9: rc = p->net.v9->getProperties(p->dev, &props.v9); break;
-  default: rc = p->net.v8->getProperties(p->dev, &props.v8); break;
-  }
-  if (check(rc, "getProperties")) return -1;
-  const ncclNetProperties_v8_t *c = &props.v8;
-  if (!(c->ptrSupport & NCCL_PTR_HOST)) {
-    perf_error("device %d does not accept host memory (ptrSupport 0x%x)", p->dev, c->ptrSupport);
+  struct dev_props props;
+  if (get_props(p, &props)) return -1;
+  if (!(props.ptr_support & NCCL_PTR_HOST)) {
+    perf_error("device %d does not accept host memory (ptrSupport 0x%x)", p->dev, props.ptr_support);
     return -1;
   }
-  p->base.max_recvs = c->maxRecvs > 0 ? c->maxRecvs : 1;
+  p->base.max_recvs = props.max_recvs > 0 ? props.max_recvs : 1;
   snprintf(p->base.device, sizeof(p->base.device), "dev %d of %d: %s, %d Mbps, pci %s", p->dev, ndev,
-           c->name ? c->name : "?", c->speed, c->pciPath ? c->pciPath : "none");
+           props.name ? props.name : "?", props.speed, props.pci_path ? props.pci_path : "none");
   return 0;
 }
 
-struct perf_transport *perf_plugin_open(const char *path, int dev) {
+struct perf_transport *perf_plugin_open(const char *path, int version, int dev) {
   struct plugin *p = calloc(1, sizeof(*p));
   if (!p) return NULL;
   p->base.ops = &plugin_ops;
@@ -336,7 +372,7 @@ struct perf_transport *perf_plugin_open(const char *path, int dev) {
       perf_error("cannot find our plugin " OUR_PLUGIN " (tried %s): %s; build it, give --plugin PATH, or use --raw",
                  tried, dlerror());
   }
-  if (!p->lib || pick_table(p, found) || plugin_init(p) || describe_device(p)) {
+  if (!p->lib || pick_table(p, found, version) || plugin_init(p) || describe_device(p)) {
     free(p); /* the library stays loaded (see plugin_destroy) */
     return NULL;
   }

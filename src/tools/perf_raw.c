@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
@@ -406,6 +407,21 @@ static void comm_destroy(struct raw_comm *c) {
   free(c);
 }
 
+/* shm names its region after the pid; a process killed earlier leaves its
+ * region behind, and a later process that gets the same pid then fails
+ * with EBUSY. A name of our own that no earlier process can have used
+ * avoids that. */
+static int name_shm_endpoint(struct raw *r, struct raw_ep *e) {
+  static unsigned counter;
+  if (strcmp(r->base.provider, "shm")) return 0;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  char name[RAW_NAME_MAX];
+  snprintf(name, sizeof(name), "srd-perf-%d-%lx-%u", (int)getpid(), (unsigned long)(ts.tv_sec * 1000000000L + ts.tv_nsec),
+           counter++);
+  return fi_check(fi_setname(&e->ep->fid, name, strlen(name) + 1), "fi_setname (shm)");
+}
+
 static struct raw_comm *comm_create(struct raw *r) {
   struct raw_comm *c = calloc(1, sizeof(*c));
   if (!c) return NULL;
@@ -424,7 +440,7 @@ static struct raw_comm *comm_create(struct raw *r) {
         fi_check(fi_cq_open(rail->domain, &cq_attr, &e->cq, NULL), "fi_cq_open") ||
         fi_check(fi_av_open(rail->domain, &av_attr, &e->av, NULL), "fi_av_open") ||
         fi_check(fi_ep_bind(e->ep, &e->av->fid, 0), "fi_ep_bind(av)") ||
-        fi_check(fi_ep_bind(e->ep, &e->cq->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)") ||
+        fi_check(fi_ep_bind(e->ep, &e->cq->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)") || name_shm_endpoint(r, e) ||
         fi_check(fi_enable(e->ep), "fi_enable")) {
       comm_destroy(c);
       return NULL;

@@ -44,8 +44,9 @@ struct perf_transport {
 };
 
 /* dlopen path ("" for our own plugin, found beside the executable or on the
- * library path) and initialise its highest ncclNetPlugin table for dev. */
-struct perf_transport *perf_plugin_open(const char *path, int dev);
+ * library path) and initialise its ncclNetPlugin_v<version> table (0: the
+ * highest it exports) for dev. */
+struct perf_transport *perf_plugin_open(const char *path, int version, int dev);
 /* libfabric directly, on the provider and NIC group srd_topo_* choose. */
 struct perf_transport *perf_raw_open(int dev);
 

@@ -83,7 +83,7 @@ static int run(struct perf_opts *o, int fd, int is_client) {
   /* The server opens first; the client opens only once the server could. */
   if (!is_client) {
     if (agree_options(fd, o, 0)) return 1;
-    t = o->raw ? perf_raw_open(o->dev) : perf_plugin_open(o->plugin, o->dev);
+    t = o->raw ? perf_raw_open(o->dev) : perf_plugin_open(o->plugin, o->net_version, o->dev);
     if (swap_status(fd, t != NULL, o->timeout_s)) goto out;
   } else {
     char in;
@@ -92,7 +92,7 @@ static int run(struct perf_opts *o, int fd, int is_client) {
       if (o->role == PERF_ROLE_CLIENT) perf_error("the server could not open its transport (see its output)");
       return 1;
     }
-    t = o->raw ? perf_raw_open(o->dev) : perf_plugin_open(o->plugin, o->dev);
+    t = o->raw ? perf_raw_open(o->dev) : perf_plugin_open(o->plugin, o->net_version, o->dev);
     char out = t ? 'k' : 'x';
     if (perf_ctrl_send(fd, &out, 1, o->timeout_s, "the start status") || !t) goto out;
   }

@@ -61,6 +61,8 @@ TEST(PerfArgs, LongShortAndEqualsForms) {
   EXPECT_EQ(p.opts.json, 1);
   EXPECT_EQ(p.opts.dev, 1);
   EXPECT_EQ(p.opts.timeout_s, 5);
+  EXPECT_EQ(Parse({"--net-version", "8"}).opts.net_version, 8);
+  EXPECT_EQ(Parse({}).opts.net_version, 0);
 }
 
 TEST(PerfArgs, RolesAndPort) {
@@ -108,6 +110,9 @@ TEST(PerfArgs, RejectsWithAReason) {
       {{"-e", "4G"}, "exceeds"},
       {{"-e", "-5"}, "-e"},
       {{"--raw", "--plugin", "x.so"}, "exclude"},
+      {{"--raw", "--net-version", "9"}, "exclude"},
+      {{"--net-version", "7"}, "--net-version"},
+      {{"--net-version", "13"}, "--net-version"},
       {{"--server", "--client", "h"}, "exclude"},
       {{"--check=1"}, "takes no value"},
       {{"--cuda"}, "not supported"},
