@@ -218,7 +218,8 @@ void srd_tuner_decide(struct srd_tuner *t, const struct srd_tuner_request *rq, s
   out->best_proto = out->proto;
   /* Without a rule, NCCL's pick stands unless the model clearly beats it. */
   char margin_note[96];
-  if (out->algo >= 0 && !rule && model_active && nccl_a >= 0 && nccl_p >= 0 && allowed[nccl_a][nccl_p] &&
+  if (out->algo >= 0 && !rule && model_active && nccl_a >= 0 && nccl_a < SRD_ALGO_COUNT && nccl_p >= 0 &&
+      nccl_p < SRD_PROTO_COUNT && allowed[nccl_a][nccl_p] &&
       cost[nccl_a][nccl_p] >= 0 && cost[nccl_a][nccl_p] <= best * (1.0 + t->margin)) {
     if (out->algo != nccl_a || out->proto != nccl_p) {
       snprintf(margin_note, sizeof(margin_note), "within %.0f%% of the model's best %s/%s %.1f us", t->margin * 100,

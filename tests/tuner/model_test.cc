@@ -3,7 +3,9 @@
 // hold everywhere (no unsafe LL128, no flapping, ignored entries stay ignored).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -271,6 +273,37 @@ TEST(TunerModel, IgnoredEntriesStayIgnored) {
             EXPECT_GE(c, table.t[p.algo][p.proto]);
           }
     }
+  }
+}
+
+// Odd inputs through the decision path: NaN and infinite costs, wider or
+// narrower tables than today's NCCL, huge sizes and group counts.
+TEST(TunerModel, OddTablesNeverBreakTheDecision) {
+  std::mt19937 rng(3);
+  const std::vector<Topo> all = topologies();
+  const float odd[] = {-1.0f, 0.0f, 1.0f, 1e30f, -5.0f, std::numeric_limits<float>::quiet_NaN(),
+                       std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()};
+  for (int iter = 0; iter < 3000; iter++) {
+    const Topo &t = all[rng() % all.size()];
+    int num_algo = 1 + rng() % 9, num_proto = 1 + rng() % 4;
+    std::vector<float> table((size_t)num_algo * num_proto);
+    for (float &c : table) c = odd[rng() % (sizeof(odd) / sizeof(odd[0]))];
+    std::vector<float> before = table;
+    int nodes = 1 + rng() % 2048, ppn = 1 + rng() % 8;
+    srd_tuner *tu = srd_tuner_create_with((size_t)nodes * ppn, nodes, (int)(rng() % 3) - 1, &t.net, nullptr, 0);
+    ASSERT_NE(tu, nullptr);
+    size_t n = rng() % 2 ? rng() : ~size_t(0) >> (rng() % 64);
+    srd_tuner_request rq = {(int)(rng() % 8) - 1, n, (int)(rng() % 1000) - 10, table.data(), num_algo, num_proto, 0};
+    srd_tuner_decision d;
+    srd_tuner_decide(tu, &rq, &d);
+    for (size_t i = 0; i < table.size(); i++) {
+      if (table[i] == before[i] || (std::isnan(table[i]) && std::isnan(before[i]))) continue;
+      // The only edit: the chosen entry, which NCCL had enabled (>= 0), to 0.0.
+      EXPECT_EQ(table[i], 0.0f);
+      EXPECT_GE(before[i], 0.0f);
+      EXPECT_EQ((int)i, d.algo * num_proto + d.proto);
+    }
+    srd_tuner_destroy(tu);
   }
 }
 
