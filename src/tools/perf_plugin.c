@@ -48,12 +48,13 @@ __attribute__((format(printf, 5, 6))) static void plugin_logger(ncclDebugLogLeve
                                           : NCCL_LOG_WARN;
   }
   if (level == NCCL_LOG_NONE || (int)level > max_level) return;
-  char msg[1024];
+  char msg[1024], text[1100];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
-  fprintf(stderr, "%s %s\n", level == NCCL_LOG_WARN ? "NCCL WARN" : "NCCL INFO", msg);
+  snprintf(text, sizeof(text), "%s %s", level == NCCL_LOG_WARN ? "NCCL WARN" : "NCCL INFO", msg);
+  perf_log_line(text);
 }
 
 static int check(ncclResult_t rc, const char *call) {

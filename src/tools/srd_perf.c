@@ -80,19 +80,25 @@ static int run(struct perf_opts *o, int fd, int is_client) {
   struct perf_session *s = NULL;
   struct perf_result *results = NULL;
   int rc = 1;
-  /* The server opens first; the client opens only once the server could. */
+  /* Both sides open at once (opening a provider takes a while). A failure
+   * seen by both, such as a missing plugin, is printed once: by the server,
+   * while the client holds its lines back until it knows. */
   if (!is_client) {
     if (agree_options(fd, o, 0)) return 1;
     t = o->raw ? perf_raw_open(o->dev) : perf_plugin_open(o->plugin, o->net_version, o->dev);
     if (swap_status(fd, t != NULL, o->timeout_s)) goto out;
   } else {
     char in;
-    if (agree_options(fd, o, 1) || perf_ctrl_recv(fd, &in, 1, o->timeout_s, "the server's start status")) return 1;
+    if (agree_options(fd, o, 1)) return 1;
+    if (o->role == PERF_ROLE_LOCAL) perf_log_hold();
+    t = o->raw ? perf_raw_open(o->dev) : perf_plugin_open(o->plugin, o->net_version, o->dev);
+    int got = perf_ctrl_recv(fd, &in, 1, o->timeout_s, "the server's start status") == 0;
+    perf_log_release(!got || in == 'k' || t);
+    if (!got) goto out;
     if (in != 'k') {
       if (o->role == PERF_ROLE_CLIENT) perf_error("the server could not open its transport (see its output)");
-      return 1;
+      goto out;
     }
-    t = o->raw ? perf_raw_open(o->dev) : perf_plugin_open(o->plugin, o->net_version, o->dev);
     char out = t ? 'k' : 'x';
     if (perf_ctrl_send(fd, &out, 1, o->timeout_s, "the start status") || !t) goto out;
   }
