@@ -27,6 +27,14 @@ check_PROGRAMS += $(SRD_FUNCTIONAL_TESTS) $(SRD_ABI_TESTS)
 TESTS += $(SRD_ABI_TESTS) tests/abi/exports.sh $(SRD_FUNCTIONAL_TESTS) tests/functional/reorder.sh
 EXTRA_DIST += tests/abi/exports.sh tests/functional/reorder.sh
 
+# Two namespaces joined by 4 veth rails (tests/netns/netns.sh); raildown runs only from raildown.sh.
+check_PROGRAMS += tests/functional/raildown
+TESTS += tests/netns/multirail.sh tests/netns/raildown.sh
+EXTRA_DIST += tests/netns/multirail.sh tests/netns/raildown.sh
+tests_functional_raildown_SOURCES = tests/functional/raildown.c
+tests_functional_raildown_CPPFLAGS = $(SRD_TEST_CPPFLAGS)
+tests_functional_raildown_LDADD = $(SRD_TEST_LDADD)
+
 tests_functional_connect_SOURCES = tests/functional/connect.c
 tests_functional_connect_CPPFLAGS = $(SRD_TEST_CPPFLAGS)
 tests_functional_connect_LDADD = $(SRD_TEST_LDADD)

@@ -1,13 +1,17 @@
 /* Test processes: fork, the out-of-band socket mesh, bounded waits, and the
  * driver that runs every case over every provider. */
+#define _GNU_SOURCE /* setns */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -113,6 +117,32 @@ void st_barrier(int timeout_ms) {
 
 /* ---------- process groups ---------- */
 
+/* SRD_TEST_NETNS="nsA,nsB,...": rank i enters network namespace i (ranks past
+ * the list stay put), so the ranks are two "hosts" joined by the veth rails
+ * of tests/netns/netns.sh. Like `ip netns exec`, it mounts a sysfs of that
+ * namespace in a private mount namespace, so /sys/class/net (link state)
+ * shows the namespace's interfaces. Runs before the rank loads the plugin. */
+static void enter_netns(int rank) {
+  const char *list = getenv("SRD_TEST_NETNS");
+  if (!list || !*list) return;
+  for (int i = 0; i < rank && list; i++) {
+    list = strchr(list, ',');
+    if (list) list++;
+  }
+  if (!list || !*list || *list == ',') return;
+  char path[320];
+  snprintf(path, sizeof path, "/var/run/netns/%.*s", (int)strcspn(list, ","), list);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  ST_CHECK(fd >= 0, "SRD_TEST_NETNS: open %s: %s", path, strerror(errno));
+  ST_CHECK(setns(fd, CLONE_NEWNET) == 0, "SRD_TEST_NETNS: setns %s: %s", path, strerror(errno));
+  close(fd);
+  ST_CHECK(unshare(CLONE_NEWNS) == 0, "SRD_TEST_NETNS: unshare(CLONE_NEWNS): %s", strerror(errno));
+  ST_CHECK(mount(NULL, "/", NULL, MS_SLAVE | MS_REC, NULL) == 0, "SRD_TEST_NETNS: making / a slave mount: %s",
+           strerror(errno));
+  umount2("/sys", MNT_DETACH);
+  ST_CHECK(mount("sysfs", "/sys", "sysfs", 0, NULL) == 0, "SRD_TEST_NETNS: mounting sysfs: %s", strerror(errno));
+}
+
 static void describe(int status, char *out, size_t outlen) {
   if (WIFEXITED(status))
     snprintf(out, outlen, "exit status %d", WEXITSTATUS(status));
@@ -160,6 +190,7 @@ int st_group_run(const char *lbl, int nranks, st_rank_fn fn, void *arg, const st
           else close(pair[a][b][1]);
         }
       alarm((unsigned)timeout_s);
+      enter_netns(r);
       int rc = fn(r, nranks, arg);
       fflush(stdout);
       fflush(stderr);
