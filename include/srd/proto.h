@@ -114,6 +114,15 @@ struct srd_comm {
   uint32_t listener_id;
   bool hello_sent;
   struct srd_comm *next_connecting;
+  struct srd_early_msg *early;
+};
+
+/* A control message that overtook the handshake's answer (the transport is
+ * unordered): kept raw and replayed once the comm knows its peer. */
+struct srd_early_msg {
+  struct srd_early_msg *next;
+  size_t len;
+  char data[];
 };
 
 struct srd_pending_hello {
@@ -180,6 +189,8 @@ int srd_comm_set_peer(struct srd_comm *c, const struct srd_msg_peer *p);
 void srd_dev_progress(struct srd_dev *dev);
 /* Handshake messages are delivered here by the progress engine. */
 void srd_handshake_on_message(struct srd_dev *dev, const struct srd_msg *m);
+/* Deliver messages that arrived before the comm was ready. */
+void srd_comm_replay_early(struct srd_comm *c);
 
 /* Control messages to the peer of c: take a buffer on the next path (NULL
  * when none is free), encode into b->data, post. Posting returns -FI_EAGAIN

@@ -151,6 +151,7 @@ static void on_accept(struct srd_dev *dev, uint32_t dst, const struct srd_msg_pe
   if (srd_comm_set_peer(c, p)) return;
   c->ready = true;
   c->last_heard_ms = srd_now_ms();
+  srd_comm_replay_early(c);
 }
 
 void srd_handshake_on_message(struct srd_dev *dev, const struct srd_msg *m) {

@@ -122,6 +122,11 @@ void srd_comm_free(struct srd_comm *c) {
     for (int i = 0; i < dev->nrails * c->remote_rails * c->remote_eps; i++)
       if (c->inserted[i] != FI_ADDR_NOTAVAIL) srd_rail_av_remove(&dev->rails[i / (c->remote_rails * c->remote_eps)],
                                                                  c->inserted[i]);
+  while (c->early) {
+    struct srd_early_msg *e = c->early;
+    c->early = e->next;
+    free(e);
+  }
   while (c->unexpected) {
     struct srd_unexpected *u = c->unexpected;
     c->unexpected = u->next;
@@ -233,6 +238,21 @@ int srd_comm_post_ctrl_to(struct srd_comm *c, struct srd_rail_buf *b, int path, 
   return 0;
 }
 
+static void keep_early(struct srd_comm *c, const void *buf, size_t len) {
+  struct srd_early_msg *e = malloc(sizeof(*e) + len), **tail = &c->early;
+  if (!e) {
+    srd_comm_fail(c, ncclSystemError, "out of memory keeping an early control message");
+    return;
+  }
+  e->next = NULL;
+  e->len = len;
+  memcpy(e->data, buf, len);
+  while (*tail) tail = &(*tail)->next;
+  *tail = e;
+}
+
+static void deliver(struct srd_comm *c, const struct srd_msg *m);
+
 static void on_message(void *arg, struct srd_rail *rail, const void *buf, size_t len) {
   struct srd_dev *dev = arg;
   struct srd_msg m;
@@ -250,6 +270,26 @@ static void on_message(void *arg, struct srd_rail *rail, const void *buf, size_t
     SRD_INFO(NCCL_NET, "rail %s: message type %d for comm %#x that no longer exists", rail->name, m.type, m.dst_comm);
     return;
   }
+  if (!c->ready) {
+    keep_early(c, buf, len);
+    return;
+  }
+  deliver(c, &m);
+}
+
+void srd_comm_replay_early(struct srd_comm *c) {
+  while (c->early && !c->result) {
+    struct srd_early_msg *e = c->early;
+    struct srd_msg m;
+    const char *why;
+    c->early = e->next;
+    if (srd_msg_decode(e->data, e->len, &m, &why) == 0) deliver(c, &m);
+    free(e);
+  }
+}
+
+static void deliver(struct srd_comm *c, const struct srd_msg *msg) {
+  const struct srd_msg m = *msg;
   c->last_heard_ms = srd_now_ms();
   switch (m.type) {
   case SRD_MSG_CTS:
