@@ -118,7 +118,7 @@ static void drop_entry(struct srd_mr_cache *c, struct srd_mr *mr) {
 int srd_mr_acquire(struct srd_mr_cache *c, void *addr, size_t len, int type, int dmabuf_fd, uint64_t dmabuf_offset,
                    struct srd_mr_ref **out) {
   if (!addr && len) return -EINVAL;
-  if ((uintptr_t)addr > UINTPTR_MAX - len - c->page) return -EINVAL;
+  if (len > UINTPTR_MAX - c->page || (uintptr_t)addr > UINTPTR_MAX - len - c->page) return -EINVAL;
   struct srd_mr_ref *ref = calloc(1, sizeof(*ref));
   if (!ref) return -ENOMEM;
   pthread_mutex_lock(&c->lock);

@@ -11,6 +11,7 @@ int srd_sched_split(const struct srd_sched_params *p, size_t size, unsigned *cur
   if (size >= p->threshold && npaths > 1) {
     want = size / min_stripe;
     if (want > (size_t)npaths) want = (size_t)npaths;
+    if (want > (size_t)max_out) want = (size_t)max_out;
     if (want < 1) want = 1;
   }
   if (max_write && div_up(size, max_write) > want) want = div_up(size, max_write);
