@@ -68,6 +68,7 @@ struct srd_rail {
    * with 8 bytes of CQ data the writer sends it in the upper half. With 4
    * (efa) the completion's len is used, which efa fills in. */
   int len_in_data;
+  int ordered_128;         /* efa promised 128-byte ordered writes */
   struct srd_rail_handlers h;
   /* control buffers: receive side always posted, send side a free list */
   size_t buf_size;
