@@ -21,6 +21,7 @@ struct srd_mr {
   size_t len;
   int type;
   int refs;
+  int dmabuf;    /* registered from a dmabuf fd: never shared */
   void *handle;  /* the owner's per-rail registration */
 };
 

@@ -50,7 +50,7 @@ static struct srd_mr *lookup(const struct srd_mr_cache *c, void *addr, size_t le
   for (int k = i - 1; k >= 0 && k >= i - LOOKBACK; k--) {
     struct srd_mr *m = c->sorted[k];
     uintptr_t a = (uintptr_t)addr;
-    if (m->type == type && a >= m->base && len <= m->len && a - m->base <= m->len - len) return m;
+    if (m->type == type && !m->dmabuf && a >= m->base && len <= m->len && a - m->base <= m->len - len) return m;
   }
   return NULL;
 }
@@ -89,6 +89,7 @@ static int acquire_entry(struct srd_mr_cache *c, void *addr, size_t len, int typ
   m->base = start;
   m->len = end - start;
   m->type = type;
+  m->dmabuf = dmabuf_fd >= 0;
   m->refs = 1;
   uint64_t off = dmabuf_offset;
   if ((rc = c->ops.reg(c->ops.arg, (void *)m->base, m->len, type, dmabuf_fd, off, &m->handle))) goto out;
