@@ -140,11 +140,11 @@ static int connect_all(struct perf_session *s) {
       struct perf_conn *c = &s->conns[i];
       if (!c->send_comm) {
         if (ops->connect(s->t, theirs + (size_t)i * PERF_HANDLE_SIZE, &c->send_comm)) goto out;
-        if (c->send_comm) connected++;
+        if (c->send_comm) connected++, deadline = now_s() + s->o->timeout_s;
       }
       if (!c->recv_comm) {
         if (ops->accept(s->t, listens[i], &c->recv_comm)) goto out;
-        if (c->recv_comm) accepted++;
+        if (c->recv_comm) accepted++, deadline = now_s() + s->o->timeout_s;
       }
     }
     if (connected == s->nconn && accepted == s->nconn) break;
@@ -154,8 +154,8 @@ static int connect_all(struct perf_session *s) {
       goto out;
     }
     if (now_s() > deadline) {
-      perf_error("connections not established within %d s (%d/%d connected, %d/%d accepted): the peer does not "
-                 "answer on this provider/NIC",
+      perf_error("no connection progress for %d s (%d/%d connected, %d/%d accepted): the peer does not answer on "
+                 "this provider/NIC",
                  s->o->timeout_s, connected, s->nconn, accepted, s->nconn);
       goto out;
     }

@@ -130,6 +130,17 @@ out:
   return rc;
 }
 
+/* 1 when the child exited (status filled) within timeout_s, 0 when it is
+ * still there (hung, or stopped). */
+static int wait_child(pid_t child, int timeout_s, int *status) {
+  for (int waited_ms = 0; waited_ms <= timeout_s * 1000; waited_ms += 10) {
+    pid_t r = waitpid(child, status, WNOHANG);
+    if (r == child || (r < 0 && errno != EINTR)) return 1;
+    usleep(10 * 1000);
+  }
+  return 0;
+}
+
 static int run_local(struct perf_opts *o) {
   int fds[2];
   if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds)) {
@@ -153,8 +164,13 @@ static int run_local(struct perf_opts *o) {
   perf_log_set_name("srd-perf[client]");
   int rc = run(o, fds[0], 1);
   close(fds[0]); /* a server still waiting on us sees the channel close */
-  int status;
-  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  int status = 0;
+  if (!wait_child(child, o->timeout_s, &status)) {
+    perf_error("the server process did not exit within %d s of the end; killed it", o->timeout_s);
+    kill(child, SIGKILL);
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
+    return 1;
   }
   if (WIFSIGNALED(status)) {
     perf_error("the server process died of signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));

@@ -43,6 +43,32 @@ if command -v python3 > /dev/null 2>&1; then
   wait "$silent" 2> /dev/null
 fi
 
+# A server that stops answering mid-run (SIGSTOP): the client says so and
+# exits within its timeout, and does not wait forever for the stopped child.
+child_of() {
+  for stat in /proc/[0-9]*/stat; do
+    read -r pid _ _ ppid _ 2> /dev/null < "$stat" && [ "$ppid" = "$1" ] && echo "$pid" && return
+  done
+}
+"$bin" --raw -b 64K -e 64K -n 100000000 -t bw --timeout 5 > "$tmp/stop.out" 2> "$tmp/stop.err" &
+client=$!
+i=0
+while ! grep -q "bw_GB/s" "$tmp/stop.out" && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+grep -q "bw_GB/s" "$tmp/stop.out" || { cat "$tmp/stop.err"; fail "the run meant to be stopped did not start"; }
+server=$(child_of $client)
+[ -n "$server" ] || fail "no server process under the client"
+kill -STOP "$server"
+start=$(date +%s)
+wait $client
+rc=$?
+took=$(( $(date +%s) - start ))
+kill -CONT "$server" 2> /dev/null
+kill "$server" 2> /dev/null
+cat "$tmp/stop.err"
+[ "$rc" -eq 1 ] || fail "a stopped server: the client exited $rc, expected 1"
+grep -Eq "does not answer|did not" "$tmp/stop.err" || fail "a stopped server: no clear error"
+[ "$took" -le 20 ] || fail "a stopped server: the client took ${took}s to give up (timeout 5 s)"
+
 # Two machines, played on one: --server and --client over TCP.
 port=$((port + 1))
 "$bin" --raw --server --port "$port" --timeout 20 > "$tmp/server.out" 2>&1 &
