@@ -38,4 +38,4 @@ tests_tools_json_validate_SOURCES = tests/tools/json_validate.cc
 SRD_TOOL_CHECKS = tests/tools/srd-info.sh tests/tools/srd-perf-raw.sh tests/tools/srd-perf-plugin.sh \
 	tests/tools/srd-perf-errors.sh
 TESTS += $(SRD_TOOL_CHECKS)
-EXTRA_DIST += $(SRD_TOOL_CHECKS) tests/tools/json_check.sh
+EXTRA_DIST += $(SRD_TOOL_CHECKS) tests/tools/json_check.sh tests/tools/benchmarks.sh
