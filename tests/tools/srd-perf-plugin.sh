@@ -17,7 +17,7 @@ for prov in "tcp;ofi_rxm" shm; do
   NCCL_SRD_PROVIDER="$prov" timeout 120 "$bin" --plugin "$lib" --check -b 8 -e 256K -f 64 -n 30 -w 1 -c 4 -W 16 \
     -g 4 -t bw,bibw || fail "$prov: 4 comms, window 16, groups of 4"
   for v in 8 9 10 11 12; do
-    NCCL_SRD_PROVIDER="$prov" timeout 120 "$bin" --net-version "$v" --check -b 8 -e 64K -f 8192 -n 5 -w 1 -c 2 -g 2 \
+    NCCL_SRD_PROVIDER="$prov" timeout 120 "$bin" --net-version "$v" --check -b 8 -e 64K -f 1024 -n 5 -w 1 -c 2 -g 2 \
       -t all > "$tmp/v$v" || { cat "$tmp/v$v"; fail "$prov: ncclNet v$v"; }
     grep -q "(ncclNet v$v)" "$tmp/v$v" || fail "$prov: --net-version $v did not drive v$v"
   done
