@@ -1,7 +1,8 @@
 /* Message sizes from 0 bytes to 64 MiB, verified byte for byte; each size is
- * received once into a buffer of exactly its size and once into a larger one
- * (test() must report the size sent), and nothing past the sent bytes may be
- * written. Run with NCCL_SRD_TEST_REORDER=1 too (reorder.sh). */
+ * received once into a buffer of exactly its size and, all but the largest,
+ * once more into a buffer larger than 64 MiB (test() must report the size
+ * sent); nothing past the sent bytes may be written. ABI v11, and v8 (int
+ * sizes) up to 16 MiB. Run with NCCL_SRD_TEST_REORDER=1 too (reorder.sh). */
 #include <stdio.h>
 #include <string.h>
 
@@ -21,13 +22,19 @@ static const size_t sizes[] = {0, 1, 3, 4095, 8192, 65536, 65537, MIB, 16 * MIB,
 struct run {
   const struct st_ctx *ctx;
   int version;
+  size_t nsizes; /* how many of sizes[] this run sends */
 };
 
-static void sender(void *comm) {
+/* Transfer i: sizes[i] into an exact receive for i < n, then sizes[i - n]
+ * into the large receive; the largest size only goes into an exact one. */
+static size_t transfers(size_t n) { return 2 * n - 1; }
+static size_t transfer_size(size_t n, size_t i) { return i < n ? sizes[i] : sizes[i - n]; }
+
+static void sender(void *comm, size_t n) {
   void *buf = st_alloc(MAX_SIZE), *mh = NULL;
   ST_NCCL(st_net_reg_mr(comm, buf, MAX_SIZE, &mh));
-  for (size_t i = 0; i < 2 * NSIZES; i++) {
-    size_t size = sizes[i % NSIZES];
+  for (size_t i = 0; i < transfers(n); i++) {
+    size_t size = transfer_size(n, i);
     st_pattern_fill(buf, size, 1000 + i);
     void *req = NULL;
     ncclResult_t rc = ncclSuccess;
@@ -42,16 +49,16 @@ static void sender(void *comm) {
   st_free(buf, MAX_SIZE);
 }
 
-static void receiver(void *comm) {
+static void receiver(void *comm, size_t n) {
   size_t len = BIG_POST + GUARD;
   unsigned char *buf = st_alloc(len);
   void *mh = NULL;
   /* One registration of the whole buffer, guard included, as NCCL does: an
    * overrun would land in registered memory and be seen. */
   ST_NCCL(st_net_reg_mr(comm, buf, len, &mh));
-  for (size_t i = 0; i < 2 * NSIZES; i++) {
-    size_t size = sizes[i % NSIZES];
-    size_t posted = i < NSIZES ? size : BIG_POST;
+  for (size_t i = 0; i < transfers(n); i++) {
+    size_t size = transfer_size(n, i);
+    size_t posted = i < n ? size : BIG_POST;
     memset(buf, POISON, posted + GUARD);
     void *req = NULL, *data = buf;
     int tag = (int)i;
@@ -80,26 +87,26 @@ static int rank_main(int rank, int nranks, void *arg) {
   st_setup(run->ctx, run->version);
   void *comm = st_pair_comm(rank, 0, 1, TIMEOUT_MS);
   if (rank == 0) {
-    receiver(comm);
+    receiver(comm, run->nsizes);
     ST_NCCL(st_net_close_recv(comm));
   } else {
-    sender(comm);
+    sender(comm, run->nsizes);
     ST_NCCL(st_net_close_send(comm));
   }
   ST_NCCL(st_net_finalize());
   return 0;
 }
 
-static int run_version(const struct st_ctx *ctx, int version) {
-  struct run run = {ctx, st_version(version)};
+static int run_version(const struct st_ctx *ctx, int version, size_t nsizes) {
+  struct run run = {ctx, st_version(version), nsizes};
   char label[96];
   snprintf(label, sizeof label, "%s[%s] v%d", ctx->test, ctx->provider, run.version);
   struct st_group_opts opts = {.timeout_s = 120};
   return st_group_run(label, 2, rank_main, &run, &opts);
 }
 
-static int sizes_v11(const struct st_ctx *ctx) { return run_version(ctx, 11); }
-static int sizes_v8(const struct st_ctx *ctx) { return run_version(ctx, 8); }
+static int sizes_v11(const struct st_ctx *ctx) { return run_version(ctx, 11, NSIZES); }
+static int sizes_v8(const struct st_ctx *ctx) { return run_version(ctx, 8, NSIZES - 1); }
 
 int main(int argc, char **argv) {
   static const struct st_case cases[] = {{"sizes", sizes_v11}, {"sizes-v8", sizes_v8}};
