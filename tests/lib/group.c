@@ -20,6 +20,7 @@
 #include "srdtest.h"
 
 #define ST_MAX_RANKS 16
+#define GRACE_S 10 /* how long past its alarm a test process may take to end */
 
 static char label[128] = "main";
 static int oob[ST_MAX_RANKS]; /* this process's end of the channel to each rank */
@@ -202,7 +203,7 @@ int st_group_run(const char *lbl, int nranks, st_rank_fn fn, void *arg, const st
 
   /* The children's alarms end a hang; this deadline covers a child that
    * blocks SIGALRM or hangs in exit. */
-  int64_t deadline = st_now_ms() + (int64_t)(timeout_s + 10) * 1000;
+  int64_t deadline = st_now_ms() + (int64_t)(timeout_s + GRACE_S) * 1000;
   int status[ST_MAX_RANKS], reaped = 0, failed = 0;
   int done[ST_MAX_RANKS] = {0};
   while (reaped < nranks) {
@@ -215,7 +216,7 @@ int st_group_run(const char *lbl, int nranks, st_rank_fn fn, void *arg, const st
     if (st_now_ms() > deadline) {
       for (int r = 0; r < nranks; r++)
         if (!done[r]) {
-          fprintf(stderr, "[%s r%d] FAIL still running %d s after its alarm: killed\n", lbl, r, 10);
+          fprintf(stderr, "[%s r%d] FAIL still running %d s after its alarm: killed\n", lbl, r, GRACE_S);
           kill(pids[r], SIGKILL);
           waitpid(pids[r], &status[r], 0);
           done[r] = 1;
