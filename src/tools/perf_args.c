@@ -26,6 +26,7 @@ const char perf_usage[] =
     "  --client HOST        connect to a --server on HOST\n"
     "  --port N             TCP port of the handle exchange (default 18515)\n"
     "  --timeout SEC        give up on a silent peer after SEC seconds (default 15)\n"
+    "  --pin                local run: pin the two processes to two different CPUs (steadier numbers)\n"
     "\n"
     "Patterns:\n"
     "  -t, --test LIST      comma list of lat, bw, bibw, all (default lat,bw; all = lat,bw,bibw)\n"
@@ -147,7 +148,8 @@ struct opt_spec {
 
 enum opt_id {
   OPT_PLUGIN, OPT_NET_VERSION, OPT_RAW, OPT_DEV, OPT_CUDA, OPT_SERVER, OPT_CLIENT, OPT_PORT, OPT_TIMEOUT, OPT_TEST, OPT_MIN, OPT_MAX,
-  OPT_FACTOR, OPT_ITERS, OPT_WARMUP, OPT_COMMS, OPT_WINDOW, OPT_GROUP, OPT_CHECK, OPT_JSON, OPT_HELP, OPT_COUNT
+  OPT_FACTOR, OPT_ITERS, OPT_WARMUP, OPT_COMMS, OPT_WINDOW, OPT_GROUP, OPT_CHECK, OPT_PIN, OPT_JSON, OPT_HELP,
+  OPT_COUNT
 };
 
 static const struct opt_spec specs[OPT_COUNT] = {
@@ -157,7 +159,7 @@ static const struct opt_spec specs[OPT_COUNT] = {
     [OPT_MIN] = {"min-size", 'b', 1},  [OPT_MAX] = {"max-size", 'e', 1},   [OPT_FACTOR] = {"factor", 'f', 1},
     [OPT_ITERS] = {"iters", 'n', 1},   [OPT_WARMUP] = {"warmup", 'w', 1},  [OPT_COMMS] = {"comms", 'c', 1},
     [OPT_WINDOW] = {"window", 'W', 1}, [OPT_GROUP] = {"group", 'g', 1},    [OPT_CHECK] = {"check", 0, 0},
-    [OPT_JSON] = {"json", 0, 0},       [OPT_HELP] = {"help", 'h', 0},
+    [OPT_PIN] = {"pin", 0, 0},         [OPT_JSON] = {"json", 0, 0},       [OPT_HELP] = {"help", 'h', 0},
 };
 
 /* Match argv[i] against the table; *inline_value points after '=' when the
@@ -202,6 +204,7 @@ static int apply(struct perf_opts *o, int id, const char *v) {
   case OPT_WINDOW: return parse_int(v, 1, PERF_MAX_WINDOW, &o->window);
   case OPT_GROUP: return parse_int(v, 1, PERF_MAX_GROUP, &o->group);
   case OPT_CHECK: o->check = 1; return 0;
+  case OPT_PIN: o->pin = 1; return 0;
   case OPT_JSON: o->json = 1; return 0;
   default: return -1;
   }
@@ -253,6 +256,10 @@ enum perf_args_result perf_args_parse(int argc, char *const argv[], struct perf_
   }
   if (o->max_size > PERF_MAX_SIZE) {
     snprintf(err, errlen, "--max-size %zu exceeds the largest message NCCL posts (%zu)", o->max_size, PERF_MAX_SIZE);
+    return PERF_ARGS_ERROR;
+  }
+  if (o->pin && o->role != PERF_ROLE_LOCAL) {
+    snprintf(err, errlen, "--pin is for the local run (use taskset with --server/--client)");
     return PERF_ARGS_ERROR;
   }
   if (o->cuda) {

@@ -36,6 +36,7 @@ struct perf_opts {
   int window;        /* requests in flight per comm */
   int group;         /* buffers per grouped receive */
   int check;
+  int pin;           /* local run: client and server on two different CPUs */
   int json;
   int cuda;
   int timeout_s;     /* bound on waiting for the peer */

@@ -69,9 +69,9 @@ struct watchdog {
 };
 
 static int watchdog_check(struct perf_session *s, struct watchdog *w, const char *what) {
-  /* Both processes poll; on a host with fewer free cores than pollers, let
-   * the peer run now and then instead of burning a whole time slice. */
-  if (++w->spins % 256 == 0) sched_yield();
+  /* Both processes poll; when they may share a core, let the peer run now
+   * and then instead of burning a whole time slice. Pinned, each owns one. */
+  if (++w->spins % 8 == 0 && !s->o->pin) sched_yield();
   if (w->spins % 4096) return 0;
   double now = now_s();
   if (perf_ctrl_peer_gone(s->fd)) {

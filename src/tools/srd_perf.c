@@ -1,6 +1,8 @@
 /* srd-perf: measure an ncclNet plugin (or raw libfabric) between two
  * processes: two local ones by default, or --server/--client across hosts. */
+#define _GNU_SOURCE /* sched_setaffinity */
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -141,6 +143,21 @@ static int wait_child(pid_t child, int timeout_s, int *status) {
   return 0;
 }
 
+/* --pin: the client takes the first CPU it may run on, the server the
+ * second, so that neither waits for the other to be scheduled. */
+static void pin_to(int nth) {
+  cpu_set_t allowed, one;
+  if (sched_getaffinity(0, sizeof(allowed), &allowed)) return;
+  CPU_ZERO(&one);
+  for (int cpu = 0, seen = 0; cpu < CPU_SETSIZE; cpu++)
+    if (CPU_ISSET(cpu, &allowed) && seen++ == nth) {
+      CPU_SET(cpu, &one);
+      if (sched_setaffinity(0, sizeof(one), &one)) perf_error("--pin: cannot pin to CPU %d", cpu);
+      return;
+    }
+  perf_error("--pin: fewer than 2 CPUs available; not pinned");
+}
+
 static int run_local(struct perf_opts *o) {
   int fds[2];
   if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds)) {
@@ -156,12 +173,14 @@ static int run_local(struct perf_opts *o) {
   if (child == 0) {
     close(fds[0]);
     perf_log_set_name("srd-perf[server]");
+    if (o->pin) pin_to(1);
     int rc = run(o, fds[1], 0);
     close(fds[1]);
     exit(rc); /* stdout was flushed before fork: nothing is written twice */
   }
   close(fds[1]);
   perf_log_set_name("srd-perf[client]");
+  if (o->pin) pin_to(0);
   int rc = run(o, fds[0], 1);
   close(fds[0]); /* a server still waiting on us sees the channel close */
   int status = 0;

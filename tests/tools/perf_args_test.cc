@@ -63,6 +63,7 @@ TEST(PerfArgs, LongShortAndEqualsForms) {
   EXPECT_EQ(p.opts.timeout_s, 5);
   EXPECT_EQ(Parse({"--net-version", "8"}).opts.net_version, 8);
   EXPECT_EQ(Parse({}).opts.net_version, 0);
+  EXPECT_EQ(Parse({"--pin"}).opts.pin, 1);
 }
 
 TEST(PerfArgs, RolesAndPort) {
@@ -116,6 +117,7 @@ TEST(PerfArgs, RejectsWithAReason) {
       {{"--server", "--client", "h"}, "exclude"},
       {{"--check=1"}, "takes no value"},
       {{"--cuda"}, "not supported"},
+      {{"--server", "--pin"}, "--pin"},
       {{"-f", "1"}, "-f"},
   };
   for (const Case &c : cases) {
