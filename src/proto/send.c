@@ -183,8 +183,12 @@ int srd_proto_isend(struct srd_comm *c, const void *data, size_t size, int tag, 
   }
   uint32_t k = c->next_seq;
   struct srd_cts_rec *rec = cts_for(c, k);
-  if (!rec || size == 0) {
-    if (size <= dev->eager_max && (c->eager_ok || size == 0)) {
+  /* Small messages go eagerly even when the clear-to-send is there: a send
+   * completes as soon as it left, while an RMA write may complete only when
+   * the target acknowledged it, and the receiver's copy of a few KiB is cheap. */
+  bool eager = size == 0 || (c->eager_ok && size <= dev->eager_max);
+  if (!rec || eager) {
+    if (eager) {
       int rc = send_eager(c, data, size, tag, out);
       if (rc == 0 && *out && rec) claim_entry(rec, tag);
       if (rec && rec->used == (1u << rec->n) - 1) release_cts(c, rec);
