@@ -115,6 +115,7 @@ struct srd_comm {
   bool hello_sent;
   struct srd_comm *next_connecting;
   struct srd_early_msg *early;
+  struct srd_comm *next_closed; /* on the device's list of closed comms */
 };
 
 /* A control message that overtook the handshake's answer (the transport is
@@ -161,6 +162,9 @@ struct srd_dev {
   uint32_t next_listener_id;
   uint64_t last_scan_ms;
   struct srd_req *pending_head, *pending_tail; /* sends with stripes to post */
+  /* Closed comms the provider still holds operations of: freed when those
+   * complete, or when the device closes. */
+  struct srd_comm *closed;
 };
 
 /* Per-rail registration behind one srd_mr. */
@@ -178,8 +182,9 @@ void srd_dev_close(struct srd_dev *dev);
 struct srd_comm *srd_dev_comm_by_id(struct srd_dev *dev, uint32_t id);
 struct srd_comm *srd_comm_alloc(struct srd_dev *dev, bool is_send);
 void srd_comm_free(struct srd_comm *c);
-/* Take the comm out of the device (no message reaches it) without freeing. */
-void srd_comm_detach(struct srd_comm *c);
+/* Take the comm out of the device (no message reaches it) and keep it on the
+ * closed list until its operations complete. */
+void srd_comm_retire(struct srd_comm *c);
 /* Fail the comm with an error kept for every later call. */
 void srd_comm_fail(struct srd_comm *c, int result, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Insert the peer's paths; builds c->peer. */

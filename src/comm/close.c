@@ -26,9 +26,9 @@ void srd_comm_close(struct srd_comm *c) {
     if (c->ops_in_flight > 0) sched_yield();
   }
   if (c->ops_in_flight > 0) {
-    SRD_WARN("comm %#x closed with %d operations still held by the provider; its memory is left allocated", c->id,
+    SRD_WARN("comm %#x closed with %d operations still held by the provider; freed when they complete", c->id,
              c->ops_in_flight);
-    srd_comm_detach(c);
+    srd_comm_retire(c);
     return;
   }
   srd_comm_free(c);

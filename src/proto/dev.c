@@ -34,6 +34,8 @@ static void on_message(void *arg, struct srd_rail *rail, const void *buf, size_t
 static void on_remote_write(void *arg, struct srd_rail *rail, uint32_t imm, size_t len);
 static void on_rail_error(void *arg, struct srd_rail *rail, int err, const char *errstr);
 
+static void free_closed(struct srd_dev *dev, bool all);
+
 static size_t ctrl_buf_size(const struct srd_dev *dev) {
   size_t hello = 32 + (size_t)SRD_MAX_PATHS * SRD_NAME_MAX;
   size_t cts = 16 + (size_t)SRD_MAX_RECVS * (20 + 8 * SRD_MAX_RAILS);
@@ -77,6 +79,7 @@ int srd_dev_open(struct srd_dev *dev) {
 void srd_dev_close(struct srd_dev *dev) {
   if (!dev->open) return;
   for (int i = 0; i < dev->nrails; i++) srd_rail_close(&dev->rails[i]);
+  free_closed(dev, true);
   free(dev->rails);
   dev->rails = NULL;
   dev->open = false;
@@ -108,11 +111,31 @@ struct srd_comm *srd_comm_alloc(struct srd_dev *dev, bool is_send) {
   return c;
 }
 
-void srd_comm_detach(struct srd_comm *c) {
+static void detach(struct srd_comm *c) {
   struct srd_dev *dev = c->dev;
   if (dev->comms[c->id & (SRD_MAX_COMMS - 1)] != c) return;
   dev->comms[c->id & (SRD_MAX_COMMS - 1)] = NULL;
   dev->ncomms--;
+}
+
+void srd_comm_retire(struct srd_comm *c) {
+  detach(c);
+  c->next_closed = c->dev->closed;
+  c->dev->closed = c;
+}
+
+/* Free closed comms whose last operation completed; all of them when the
+ * device's rails are gone (no completion can arrive any more). */
+static void free_closed(struct srd_dev *dev, bool all) {
+  for (struct srd_comm **p = &dev->closed; *p;) {
+    struct srd_comm *c = *p;
+    if (all || c->ops_in_flight == 0) {
+      *p = c->next_closed;
+      srd_comm_free(c);
+    } else {
+      p = &c->next_closed;
+    }
+  }
 }
 
 void srd_comm_free(struct srd_comm *c) {
@@ -133,7 +156,7 @@ void srd_comm_free(struct srd_comm *c) {
     free(u);
   }
   for (int i = 0; i < SRD_CTS_RECORDS; i++) free(c->cts[i].keys);
-  srd_comm_detach(c);
+  detach(c);
   free(c->peer);
   free(c->inserted);
   free(c);
@@ -396,5 +419,6 @@ void srd_dev_progress(struct srd_dev *dev) {
     dev->last_scan_ms = now;
     check_links(dev);
     probe_silent_peers(dev, now);
+    if (dev->closed) free_closed(dev, false);
   }
 }
