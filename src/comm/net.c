@@ -91,7 +91,29 @@ static int setup_devices(void) {
   return 0;
 }
 
+static bool rail_failed(const struct srd_dev *dev) {
+  for (int i = 0; dev->open && i < dev->nrails; i++)
+    if (dev->rails[i].failed) return true;
+  return false;
+}
+
+/* Devices left open because a rail failed: closing an endpoint whose
+ * connections broke mid-transfer has crashed inside the tcp provider, so
+ * they stay open (and reachable) until the process exits. */
+static struct srd_dev *abandoned;
+static struct srd_nic_list abandoned_nics;
+
 static void teardown_devices(void) {
+  for (int d = 0; d < g.ndevs; d++)
+    if (rail_failed(&g.devs[d])) {
+      SRD_INFO(NCCL_INIT | NCCL_NET, "device %d lost a rail: its resources stay open until the process exits", d);
+      abandoned = g.devs;
+      abandoned_nics = g.nics;
+      memset(&g.nics, 0, sizeof(g.nics));
+      g.devs = NULL;
+      g.ndevs = 0;
+      return;
+    }
   for (int d = 0; d < g.ndevs; d++) {
     srd_mr_cache_fini(&g.devs[d].mrs);
     srd_dev_close(&g.devs[d]);
@@ -293,4 +315,16 @@ ncclResult_t srd_net_close_listen(void *listen_comm) {
   srd_close_listen(l);
   pthread_mutex_unlock(&dev->lock);
   return ncclSuccess;
+}
+
+/* NCCL before 2.28 never calls finalize, and the shm provider removes its
+ * region from /dev/shm only when the endpoint closes: close host-local rails
+ * when the library goes away. A thread still inside the device keeps it open
+ * (trylock); one that comes later waits on the lock we keep. */
+__attribute__((destructor)) static void close_host_local_rails(void) {
+  for (int d = 0; d < g.ndevs; d++) {
+    struct srd_dev *dev = &g.devs[d];
+    if (!dev->open || !dev->host_local || pthread_mutex_trylock(&dev->lock)) continue;
+    for (int i = 0; i < dev->nrails; i++) srd_rail_close(&dev->rails[i]);
+  }
 }

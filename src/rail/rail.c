@@ -4,7 +4,10 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <sys/random.h>
 #include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,11 +75,24 @@ static int setup_buffers(struct srd_rail *rail) {
   return 0;
 }
 
+/* shm names its shared-memory region after the process id unless told
+ * otherwise; a region left by a killed process then blocks a later process
+ * that gets the same pid. A random name cannot collide. */
+static int name_host_local_endpoint(struct srd_rail *rail, struct fid_ep *ep, int i) {
+  if (strcmp(rail->info->fabric_attr->prov_name, "shm")) return 0;
+  uint64_t r;
+  if (getrandom(&r, sizeof(r), 0) != sizeof(r)) r = (uint64_t)(uintptr_t)ep ^ (uint64_t)time(NULL);
+  char name[SRD_EP_NAME_MAX];
+  snprintf(name, sizeof(name), "srd-%d-%016llx-%d-%d", (int)getpid(), (unsigned long long)r, rail->index, i);
+  return fi_setname(&ep->fid, name, strlen(name) + 1);
+}
+
 static int open_endpoint(struct srd_rail *rail, int i) {
   struct fid_ep *ep;
   int rc = fi_endpoint(rail->domain, rail->info, &ep, NULL);
   if (rc) return rc;
   rail->ep[i] = ep;
+  if ((rc = name_host_local_endpoint(rail, ep, i))) return rc;
   if ((rc = fi_ep_bind(ep, &rail->av->fid, 0))) return rc;
   if ((rc = fi_ep_bind(ep, &rail->cq->fid, FI_TRANSMIT | FI_RECV))) return rc;
 #if HAVE_DECL_FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES
