@@ -91,29 +91,7 @@ static int setup_devices(void) {
   return 0;
 }
 
-static bool rail_failed(const struct srd_dev *dev) {
-  for (int i = 0; dev->open && i < dev->nrails; i++)
-    if (dev->rails[i].failed) return true;
-  return false;
-}
-
-/* Devices left open because a rail failed: closing an endpoint whose
- * connections broke mid-transfer has crashed inside the tcp provider, so
- * they stay open (and reachable) until the process exits. */
-static struct srd_dev *abandoned;
-static struct srd_nic_list abandoned_nics;
-
 static void teardown_devices(void) {
-  for (int d = 0; d < g.ndevs; d++)
-    if (rail_failed(&g.devs[d])) {
-      SRD_INFO(NCCL_INIT | NCCL_NET, "device %d lost a rail: its resources stay open until the process exits", d);
-      abandoned = g.devs;
-      abandoned_nics = g.nics;
-      memset(&g.nics, 0, sizeof(g.nics));
-      g.devs = NULL;
-      g.ndevs = 0;
-      return;
-    }
   for (int d = 0; d < g.ndevs; d++) {
     srd_mr_cache_fini(&g.devs[d].mrs);
     srd_dev_close(&g.devs[d]);
@@ -129,7 +107,7 @@ ncclResult_t srd_net_init(ncclDebugLogger_t logger) {
   if (logger) srd_log_set_logger(logger);
   pthread_mutex_lock(&g.lock);
   int rc = 0;
-  if (g.refs == 0 && setup_devices()) {
+  if (!g.devs && setup_devices()) {
     teardown_devices();
     rc = -1;
   }
@@ -138,9 +116,14 @@ ncclResult_t srd_net_init(ncclDebugLogger_t logger) {
   return rc ? ncclSystemError : ncclSuccess;
 }
 
+/* Devices live as long as the process: NCCL creates and destroys
+ * communicators (init/finalize) many times, and libfabric 1.17's tcp provider
+ * has crashed in fi_close of an endpoint whose connections were reset with
+ * operations in flight (close mid-transfer, a dead peer, a lost rail). The
+ * shm regions are released when the library goes away (below). */
 void srd_net_fini(void) {
   pthread_mutex_lock(&g.lock);
-  if (g.refs > 0 && --g.refs == 0) teardown_devices();
+  if (g.refs > 0) g.refs--;
   pthread_mutex_unlock(&g.lock);
 }
 

@@ -90,6 +90,25 @@ up() {
     ip -n $NS_B link set "vb$k" up || die "cannot bring vb$k up"
     k=$((k + 1))
   done
+  wait_up "$n"
+}
+
+# A veth pair reports its carrier a moment after "link set up"; a test that
+# starts earlier sees a rail without a link.
+wait_up() {
+  tries=0
+  while [ "$tries" -lt 100 ]; do
+    k=0 down_links=0
+    while [ "$k" -lt "$1" ]; do
+      ip -n $NS_A link show "va$k" | grep -q "state UP" || down_links=1
+      ip -n $NS_B link show "vb$k" | grep -q "state UP" || down_links=1
+      k=$((k + 1))
+    done
+    [ "$down_links" = 0 ] && return 0
+    sleep 0.05
+    tries=$((tries + 1))
+  done
+  die "links did not come up within 5 s"
 }
 
 set_link() {
