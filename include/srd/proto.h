@@ -37,7 +37,7 @@ struct srd_req {
   enum srd_req_kind kind;
   bool in_use, done;
   bool released;       /* NCCL is done with it; free once outstanding is 0 */
-  bool on_pending, cts_pending;
+  bool on_pending;
   int result;          /* ncclResult_t once done */
   int outstanding;     /* posted operations that still name this request */
   uint32_t seq;        /* first message sequence */

@@ -36,6 +36,22 @@
     (out)->maxCollBytes = (p).max_p2p_bytes;   \
   } while (0)
 
+/* Entries every ncclNet table from v8 on holds with the same meaning. */
+#define SRD_NET_COMMON_ENTRIES                \
+  .name = SRD_NET_NAME,                       \
+  .devices = srd_net_devices,                 \
+  .accept = srd_api_accept,                   \
+  .regMr = srd_api_reg_mr,                    \
+  .regMrDmaBuf = srd_api_reg_mr_dmabuf,       \
+  .deregMr = srd_net_dereg_mr,                \
+  .iflush = srd_api_iflush,                   \
+  .test = srd_net_test,                       \
+  .closeSend = srd_net_close_send,            \
+  .closeRecv = srd_net_close_recv,            \
+  .closeListen = srd_net_close_listen,        \
+  .getDeviceMr = NULL,                        \
+  .irecvConsumed = NULL
+
 /* int-sized data path of v8. */
 ncclResult_t srd_api_isend_int(void *comm, void *data, int size, int tag, void *mh, void **req);
 ncclResult_t srd_api_irecv_int(void *comm, int n, void **data, int *sizes, int *tags, void **mh, void **req);
@@ -44,7 +60,6 @@ ncclResult_t srd_api_reg_mr_dmabuf(void *comm, void *data, size_t size, int type
                                    void **mhandle);
 ncclResult_t srd_api_irecv(void *comm, int n, void **data, size_t *sizes, int *tags, void **mh, void **req);
 ncclResult_t srd_api_iflush(void *comm, int n, void **data, int *sizes, void **mh, void **req);
-ncclResult_t srd_api_isend(void *comm, void *data, size_t size, int tag, void *mh, void **req);
 /* v10+: profiler handles are accepted and ignored. */
 ncclResult_t srd_api_isend_p(void *comm, void *data, size_t size, int tag, void *mh, void *ph, void **req);
 ncclResult_t srd_api_irecv_p(void *comm, int n, void **data, size_t *sizes, int *tags, void **mh, void **ph,

@@ -23,10 +23,6 @@ ncclResult_t srd_api_irecv_int(void *comm, int n, void **data, int *sizes, int *
   return srd_net_irecv(comm, n, data, s, tags, mh, req);
 }
 
-ncclResult_t srd_api_isend(void *comm, void *data, size_t size, int tag, void *mh, void **req) {
-  return srd_net_isend(comm, data, size, tag, mh, req);
-}
-
 ncclResult_t srd_api_irecv(void *comm, int n, void **data, size_t *sizes, int *tags, void **mh, void **req) {
   return srd_net_irecv(comm, n, data, sizes, tags, mh, req);
 }

@@ -21,24 +21,12 @@ static ncclResult_t connect_v10(int dev, ncclNetCommConfig_v10_t *config, void *
 }
 
 SRD_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {
-    .name = SRD_NET_NAME,
+    SRD_NET_COMMON_ENTRIES,
     .init = init_v10,
-    .devices = srd_net_devices,
     .getProperties = props_v10,
     .listen = srd_net_listen,
     .connect = connect_v10,
-    .accept = srd_api_accept,
-    .regMr = srd_api_reg_mr,
-    .regMrDmaBuf = srd_api_reg_mr_dmabuf,
-    .deregMr = srd_net_dereg_mr,
     .isend = srd_api_isend_p,
     .irecv = srd_api_irecv_p,
-    .iflush = srd_api_iflush,
-    .test = srd_net_test,
-    .closeSend = srd_net_close_send,
-    .closeRecv = srd_net_close_recv,
-    .closeListen = srd_net_close_listen,
-    .getDeviceMr = NULL,
-    .irecvConsumed = NULL,
     .makeVDevice = NULL,
 };

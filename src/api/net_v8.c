@@ -12,23 +12,11 @@ static ncclResult_t props_v8(int dev, ncclNetProperties_v8_t *out) {
 }
 
 SRD_EXPORT const ncclNet_v8_t ncclNetPlugin_v8 = {
-    .name = SRD_NET_NAME,
+    SRD_NET_COMMON_ENTRIES,
     .init = init_v8,
-    .devices = srd_net_devices,
     .getProperties = props_v8,
     .listen = srd_net_listen,
     .connect = srd_api_connect,
-    .accept = srd_api_accept,
-    .regMr = srd_api_reg_mr,
-    .regMrDmaBuf = srd_api_reg_mr_dmabuf,
-    .deregMr = srd_net_dereg_mr,
     .isend = srd_api_isend_int,
     .irecv = srd_api_irecv_int,
-    .iflush = srd_api_iflush,
-    .test = srd_net_test,
-    .closeSend = srd_net_close_send,
-    .closeRecv = srd_net_close_recv,
-    .closeListen = srd_net_close_listen,
-    .getDeviceMr = NULL,
-    .irecvConsumed = NULL,
 };

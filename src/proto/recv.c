@@ -123,7 +123,6 @@ int srd_proto_post_cts(struct srd_req *r) {
     srd_pending_add(r);
     return rc;
   }
-  r->cts_pending = false;
   if (rc) srd_req_finish(r, ncclSystemError);
   return rc;
 }
@@ -174,7 +173,6 @@ int srd_proto_irecv(struct srd_comm *c, int n, void **data, const size_t *sizes,
   }
   *out = r;
   if (r->done) return 0; /* everything came eagerly: no clear-to-send */
-  r->cts_pending = true;
   int rc = srd_proto_post_cts(r);
   return rc == -FI_EAGAIN ? 0 : rc ? c->result : 0;
 }

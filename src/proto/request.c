@@ -10,7 +10,7 @@ struct srd_req *srd_req_get(struct srd_comm *c, enum srd_req_kind kind) {
     /* Reset only the bookkeeping: buffers and ops are overwritten on use. */
     r->kind = kind;
     r->in_use = true;
-    r->done = r->released = r->on_pending = r->cts_pending = false;
+    r->done = r->released = r->on_pending = false;
     r->result = 0;
     r->outstanding = 0;
     r->n = r->entries_done = 0;
