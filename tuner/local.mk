@@ -13,7 +13,8 @@ libnccl_tuner_srd_la_LDFLAGS = -module -avoid-version -shared -Wl,--exclude-libs
 
 EXTRA_DIST += include/srd/tuner.h include/nccl/tuner.h include/nccl/tuner_common.h include/nccl/tuner_v2.h \
 	include/nccl/tuner_v3.h include/nccl/tuner_v4.h include/nccl/tuner_v5.h include/nccl/tuner_v6.h \
-	tests/tuner/device-bench.sh tests/tuner/example.conf
+	tests/tuner/device-bench.sh tests/tuner/device-ab.sh tests/tuner/tuner_ab.c \
+	tests/tuner/example.conf
 
 if HAVE_GTEST
 check_PROGRAMS += tests/tuner/model_test tests/tuner/rules_test tests/tuner/abi_test

@@ -17,8 +17,9 @@
 #   CALIBRATION="model hop_us=10 rail_gbps=32"  adds a third variant, the tuner
 #                         with this NCCL_SRD_TUNER_CONFIG text (the ranks of one
 #                         host talk over loopback, not a real network)
-# Writes to $OUT (or ./tuner-bench-out): one log per run, NCCL's debug files
-# (TUNING: NCCL's own table and every tuner decision), env.txt, summary.md.
+# Writes to $OUT (or ./tuner-bench-out): one log per run, env.txt, summary.md.
+# Timed runs log at WARN: at INFO with TUNING, rank 0 writes a line per
+# collective. Which algorithm each side picks: tests/tuner/device-ab.sh.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 out=${OUT:-./tuner-bench-out}
@@ -68,10 +69,11 @@ fi
 } >"$out/env.txt"
 
 export NCCL_TESTS_DEVICE=0
-export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,TUNING
+export NCCL_DEBUG=WARN
+unset NCCL_DEBUG_SUBSYS NCCL_DEBUG_FILE
 unset NCCL_ALGO NCCL_PROTO NCCL_SRD_TUNER_CONFIG
 if [ "$TRANSPORT" = srd ]; then
-  export NCCL_NET_PLUGIN=$net
+  export NCCL_NET_PLUGIN=$net FI_PROVIDER=tcp
   unset NCCL_NET
 else
   unset NCCL_NET_PLUGIN
@@ -83,7 +85,6 @@ run() {
   local coll=$1 n=$2 variant=$3 rep=$4
   local tag=$coll-${n}r-$variant-$rep log
   log=$out/$tag.log
-  mkdir -p "$out/debug/$tag"
   local tuner_env=$tuner config=
   [ "$variant" = base ] && tuner_env=none
   [ "$variant" = cal ] && config=$out/calibration.conf
@@ -91,7 +92,7 @@ run() {
   for range in "8 1M $SMALL_ITERS 10" "2M $MAX_BYTES $LARGE_ITERS 2"; do
     # shellcheck disable=SC2086
     set -- $range
-    NCCL_TUNER_PLUGIN=$tuner_env NCCL_SRD_TUNER_CONFIG=$config NCCL_DEBUG_FILE=$out/debug/$tag/nccl.%h.%p.log \
+    NCCL_TUNER_PLUGIN=$tuner_env NCCL_SRD_TUNER_CONFIG=$config \
       timeout "$RUN_TIMEOUT" bash -c "$(declare -f mpiranks); mpiranks $n $tests_dir/${coll}_perf -b $1 -e $2 -f 2 -g 1 -n $3 -w $4 -c 1" \
       >>"$log" 2>&1
     echo "# exit $? range $1-$2" >>"$log"
@@ -161,16 +162,6 @@ summarize() {
   echo
   for coll in $COLLS; do
     for n in $RANKS; do summarize "$coll" "$n"; done
-  done
-  echo "### Tuner decisions (first rank of each tuned run)"
-  echo
-  for f in "$out"/debug/*-tuner-1 "$out"/debug/*-cal-1; do
-    first=
-    for g in "$f"/nccl.*; do [ -e "$g" ] && first=$g && break; done
-    [ -n "$first" ] || continue
-    echo "#### $(basename "$f")"
-    grep -h "NET/SRD tuner" "$first" | sed 's/^.*NET\/SRD tuner: /    /' | head -80
-    echo
   done
 } >"$out/summary.md"
 cat "$out/summary.md"
