@@ -8,6 +8,7 @@
 # Needs .device/install (make install of this tree) and .device/gpu-env.sh.
 # Knobs: RANKS="2 4 8" COLLS="allreduce allgather reducescatter" MAX_BYTES=1G
 #        RUN_TIMEOUT=300 (seconds per run) ROUNDS= (tuner_ab -n; default by size)
+#        BUDGET_S= (no new run starts after this many seconds; skipped ones are named)
 # Writes to $OUT (or ./tuner-ab-out): ab.md (the tables), ab-logs.txt (every
 # run's output and NCCL's tuning lines of rank 0).
 set -u
@@ -49,6 +50,10 @@ one() {
   else
     export NCCL_DEBUG=WARN
     unset NCCL_DEBUG_SUBSYS NCCL_DEBUG_FILE
+  fi
+  if [ -n "${BUDGET_S:-}" ] && [ "$SECONDS" -ge "$BUDGET_S" ]; then
+    echo "## $tag: skipped (BUDGET_S=$BUDGET_S reached)" | tee -a "$logs" >"$work/$tag"
+    return
   fi
   local t0=$SECONDS
   SRD_AB_IDS=$work/ids-$tag MASTER_PORT=$((29600 + n)) timeout "$RUN_TIMEOUT" \
