@@ -144,6 +144,21 @@ static double hop_net_us(const struct srd_tuner_net *net, int proto) {
   return us;
 }
 
+int srd_model_net_steps(const struct srd_tuner_comm *comm, int coll, int algo) {
+  const int N = comm->net_nodes;
+  const int is_allreduce = coll == SRD_COLL_ALLREDUCE;
+  const int is_gather = coll == SRD_COLL_ALLGATHER || coll == SRD_COLL_REDUCESCATTER;
+  if (coll < 0 || coll >= SRD_COLL_COUNT) return -1;
+  switch (algo) {
+  /* Ring: all-reduce is a reduce-scatter then an all-gather; broadcast/reduce
+   * are one pipelined chain. */
+  case SRD_ALGO_RING: return is_allreduce ? 2 * (N - 1) : N - 1;
+  case SRD_ALGO_TREE: return is_allreduce ? 2 * ceil_log2(N) : -1; /* up and down */
+  case SRD_ALGO_PAT: return is_gather && comm->nnodes == comm->nranks ? ceil_log2(N) : -1;
+  default: return -1;
+  }
+}
+
 void srd_model_costs(const struct srd_tuner_net *net, const struct srd_tuner_comm *comm, int coll, size_t nbytes,
                      int npipe, double cost[SRD_ALGO_COUNT][SRD_PROTO_COUNT]) {
   for (int a = 0; a < SRD_ALGO_COUNT; a++)
@@ -157,25 +172,26 @@ void srd_model_costs(const struct srd_tuner_net *net, const struct srd_tuner_com
   const int tree_pipes = (pipes + TREE_BATCH - 1) / TREE_BATCH;
   const int is_allreduce = coll == SRD_COLL_ALLREDUCE;
   const int is_gather = coll == SRD_COLL_ALLGATHER || coll == SRD_COLL_REDUCESCATTER;
+  const int ring_steps = srd_model_net_steps(comm, coll, SRD_ALGO_RING);
+  const int tree_steps = srd_model_net_steps(comm, coll, SRD_ALGO_TREE);
+  const int pat_steps = srd_model_net_steps(comm, coll, SRD_ALGO_PAT);
 
   for (int p = 0; p < SRD_PROTO_COUNT; p++) {
     const double bw = node_bytes_per_us(net, comm, p);
     const double hop_net = hop_net_us(net, p), hop_intra = hop_intra_us[p];
 
-    /* Ring: all-reduce is a reduce-scatter then an all-gather, 2(R-1) steps of
-     * which 2(N-1) cross the network; broadcast/reduce are one pipelined chain. */
-    int net_steps = is_allreduce ? 2 * (N - 1) : N - 1;
+    /* Ring: 2(R-1) steps for all-reduce of which 2(N-1) cross the network. */
     int intra_steps = is_allreduce ? 2 * (R - N) : R - N;
     double traffic = is_allreduce ? 2.0 * (R - 1) / R : is_gather ? (double)(R - 1) / R : 1.0;
-    double lat = base_us[p] + net_steps * hop_net + intra_steps * hop_intra;
+    double lat = base_us[p] + ring_steps * hop_net + intra_steps * hop_intra;
     cost[SRD_ALGO_RING][p] = lat * pipes + n * traffic / bw;
 
-    if (is_allreduce) {
-      lat = base_us[p] + 2.0 * (ceil_log2(N) * hop_net + (ppn - 1) * hop_intra);
+    if (tree_steps >= 0) {
+      lat = base_us[p] + tree_steps * hop_net + 2.0 * (ppn - 1) * hop_intra;
       cost[SRD_ALGO_TREE][p] = lat * tree_pipes + n * 2.0 / (bw * TREE_EFFICIENCY);
     }
-    if (is_gather && comm->nnodes == R && p == SRD_PROTO_SIMPLE) { /* NCCL's PAT: one rank per node */
-      lat = base_us[p] + ceil_log2(N) * hop_net + R * PAT_PER_RANK_US;
+    if (pat_steps >= 0 && p == SRD_PROTO_SIMPLE) { /* NCCL's PAT: one rank per node, SIMPLE only */
+      lat = base_us[p] + pat_steps * hop_net + R * PAT_PER_RANK_US;
       cost[SRD_ALGO_PAT][p] = lat * pipes + n * traffic / (bw * PAT_EFFICIENCY);
     }
   }

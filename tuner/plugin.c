@@ -216,19 +216,32 @@ void srd_tuner_decide(struct srd_tuner *t, const struct srd_tuner_request *rq, s
   }
   out->best_algo = out->algo;
   out->best_proto = out->proto;
-  /* Without a rule, NCCL's pick stands unless the model clearly beats it. */
-  char margin_note[96];
+  /* Without a rule, NCCL's pick stands unless the model clearly beats it by
+   * crossing the network fewer times. NCCL knows its own algorithms and
+   * protocols better than the model; what it gets wrong is the cost of one
+   * network hop (a few us in its table, 20-40 us over tcp). So where both
+   * picks cross the network equally often (any two at 2 nodes, or a protocol
+   * change alone), the model's constants are no better than NCCL's: measured
+   * on the device, such overrides lost 20-55%. An unsafe LL128 pick is never
+   * allowed, so it is always replaced. */
+  char margin_note[128];
   if (out->algo >= 0 && !rule && model_active && nccl_a >= 0 && nccl_a < SRD_ALGO_COUNT && nccl_p >= 0 &&
-      nccl_p < SRD_PROTO_COUNT && allowed[nccl_a][nccl_p] &&
-      cost[nccl_a][nccl_p] >= 0 && cost[nccl_a][nccl_p] <= best * (1.0 + t->margin)) {
-    if (out->algo != nccl_a || out->proto != nccl_p) {
+      nccl_p < SRD_PROTO_COUNT && allowed[nccl_a][nccl_p] && cost[nccl_a][nccl_p] >= 0) {
+    int keep = 1;
+    if (out->algo == nccl_a && out->proto == nccl_p) {
+      why = "the model agrees";
+    } else if (srd_model_net_steps(&t->comm, rq->coll, out->algo) >= srd_model_net_steps(&t->comm, rq->coll, nccl_a)) {
+      snprintf(margin_note, sizeof(margin_note), "the model's best %s/%s %.1f us crosses the network as often",
+               srd_algo_name(out->algo), srd_proto_name(out->proto), best);
+      why = margin_note;
+    } else if (cost[nccl_a][nccl_p] <= best * (1.0 + t->margin)) {
       snprintf(margin_note, sizeof(margin_note), "within %.0f%% of the model's best %s/%s %.1f us", t->margin * 100,
                srd_algo_name(out->algo), srd_proto_name(out->proto), best);
       why = margin_note;
     } else {
-      why = "the model agrees";
+      keep = 0;
     }
-    out->algo = out->proto = -1;
+    if (keep) out->algo = out->proto = -1;
   }
   /* The winner costs nothing, so NCCL's minimum search picks it. */
   if (out->algo >= 0 && rq->table) rq->table[out->algo * rq->num_proto + out->proto] = 0.0f;

@@ -75,6 +75,11 @@ void srd_tuner_comm_init(struct srd_tuner_comm *comm, size_t nranks, size_t nnod
 void srd_model_costs(const struct srd_tuner_net *net, const struct srd_tuner_comm *comm, int coll, size_t nbytes,
                      int npipe, double cost[SRD_ALGO_COUNT][SRD_PROTO_COUNT]);
 
+/* Network crossings on the critical path of one collective (ring: 2(N-1) for
+ * all-reduce, N-1 otherwise; tree: 2 log2 N; PAT: log2 N), or -1 where the
+ * model does not cover the algorithm for this collective. */
+int srd_model_net_steps(const struct srd_tuner_comm *comm, int coll, int algo);
+
 /* LL128 is safe across the network only with in-order 128-byte writes. */
 int srd_model_ll128_safe(const struct srd_tuner_net *net, const struct srd_tuner_comm *comm);
 
