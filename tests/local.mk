@@ -20,12 +20,14 @@ SRD_FUNCTIONAL_TESTS = \
 	tests/functional/close \
 	tests/functional/peerkill \
 	tests/functional/allreduce \
-	tests/functional/badinput
+	tests/functional/badinput \
+	tests/functional/lanes
 SRD_ABI_TESTS = tests/abi/dlopen
 
 check_PROGRAMS += $(SRD_FUNCTIONAL_TESTS) $(SRD_ABI_TESTS)
-TESTS += $(SRD_ABI_TESTS) tests/abi/exports.sh $(SRD_FUNCTIONAL_TESTS) tests/functional/reorder.sh
-EXTRA_DIST += tests/abi/exports.sh tests/functional/reorder.sh
+TESTS += $(SRD_ABI_TESTS) tests/abi/exports.sh $(SRD_FUNCTIONAL_TESTS) tests/functional/reorder.sh \
+	tests/functional/threads.sh
+EXTRA_DIST += tests/abi/exports.sh tests/functional/reorder.sh tests/functional/threads.sh
 
 # Two namespaces joined by 4 veth rails (tests/netns/netns.sh); raildown runs only from raildown.sh.
 check_PROGRAMS += tests/functional/raildown
@@ -62,6 +64,9 @@ tests_functional_allreduce_LDADD = $(SRD_TEST_LDADD)
 tests_functional_badinput_SOURCES = tests/functional/badinput.c
 tests_functional_badinput_CPPFLAGS = $(SRD_TEST_CPPFLAGS)
 tests_functional_badinput_LDADD = $(SRD_TEST_LDADD)
+tests_functional_lanes_SOURCES = tests/functional/lanes.c
+tests_functional_lanes_CPPFLAGS = $(SRD_TEST_CPPFLAGS)
+tests_functional_lanes_LDADD = $(SRD_TEST_LDADD)
 tests_abi_dlopen_SOURCES = tests/abi/dlopen.c
 tests_abi_dlopen_CPPFLAGS = $(SRD_TEST_CPPFLAGS)
 tests_abi_dlopen_LDADD = $(SRD_TEST_LDADD)

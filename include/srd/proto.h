@@ -1,13 +1,27 @@
 /* The data path: devices (groups of rails sharing one lock), comms, requests,
  * and the receiver-driven protocol of DESIGN.md. Sender and receiver are
  * matched by a per-comm message sequence: the n-th isend meets the n-th
- * receive buffer (a grouped receive of n buffers takes n sequence numbers). */
+ * receive buffer (a grouped receive of n buffers takes n sequence numbers).
+ *
+ * Progress and locking. dev->lock owns every rail's software state, every
+ * comm and every request of the device; it is the only lock the protocol
+ * knows. Without progress threads (NCCL_SRD_PROGRESS_THREADS=0) the caller's
+ * thread polls the CQs inside srd_dev_progress. With N > 0 every NIC is opened
+ * N times (lanes: rails of their own fabric, domain, AV, CQ and endpoints,
+ * FI_THREAD_SAFE), and one thread per lane reaps its CQ without dev->lock (the
+ * provider's socket copies happen there, on N cores at once), then takes
+ * dev->lock only to dispatch what it reaped. Callers then never poll a CQ;
+ * srd_dev_progress only posts what waits and runs the periodic checks.
+ * dev->wake_lock guards nothing but the sleep and wake-up of idle lanes; it
+ * is never held together with dev->lock. */
 #ifndef SRD_PROTO_H
 #define SRD_PROTO_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "srd/mr.h"
 #include "srd/rail.h"
@@ -54,7 +68,7 @@ struct srd_req {
   uint64_t rkey[SRD_MAX_RAILS]; /* by local rail: the key of the remote rail it writes to */
   struct srd_req *next_pending;
   struct srd_stripe stripes[SRD_MAX_STRIPES];
-  struct srd_op ops[SRD_MAX_STRIPES];
+  struct srd_rail_write ops[SRD_MAX_STRIPES];
 };
 
 /* A clear-to-send as the sender keeps it until every entry is used. */
@@ -141,12 +155,30 @@ struct srd_listener {
   struct srd_comm *accepting; /* accepted, answer not yet posted */
 };
 
+/* The progress thread of one rail (lane). */
+struct srd_lane {
+  struct srd_dev *dev;
+  struct srd_rail *rail;
+  pthread_t thread;
+  bool running;         /* created and not yet joined */
+};
+
 struct srd_dev {
   pthread_mutex_t lock; /* one owner of every rail, comm and request of the device */
   int index;
   bool open;
   int nrails, neps, npaths;
+  int nnics;            /* NICs of the group; rail i is lane i / nnics of NIC i % nnics */
+  int lanes_per_nic;
+  bool threaded;        /* lane threads poll the CQs; callers do not */
   struct srd_rail *rails;
+  struct srd_lane *lanes; /* [nrails] when threaded */
+  pid_t lanes_pid;        /* the process that started them */
+  atomic_bool stop;       /* lanes end */
+  atomic_uint activity;   /* bumped by every entry point: keeps lanes from sleeping */
+  atomic_int sleepers;    /* lanes waiting on wake */
+  pthread_mutex_t wake_lock;
+  pthread_cond_t wake;
   const struct srd_nic_list *nics;
   struct srd_device_group group;
   struct srd_mr_cache mrs;
@@ -176,9 +208,21 @@ struct srd_rail_mrs {
 uint64_t srd_now_ms(void);
 uint64_t srd_random64(void);
 
-/* Device lifetime (src/proto/dev.c). Caller holds no lock. */
+/* Device lifetime (src/proto/dev.c). Caller holds no lock. srd_dev_init once
+ * before the first open; srd_dev_open starts the lane threads it asks for. */
+void srd_dev_init(struct srd_dev *dev, int index);
 int srd_dev_open(struct srd_dev *dev);
 void srd_dev_close(struct srd_dev *dev);
+/* Close, then release what srd_dev_init made. */
+void srd_dev_fini(struct srd_dev *dev);
+/* Stop and join the lane threads (bounded wait). Returns false when one did
+ * not end: its rails must then stay open. Caller holds no lock. */
+bool srd_dev_stop_lanes(struct srd_dev *dev);
+/* An entry point was called: idle lanes wake and poll. No lock needed. */
+void srd_dev_kick(struct srd_dev *dev);
+/* One step of a bounded wait inside a call (lock held): progress, and give the
+ * lanes a chance at the lock. */
+void srd_dev_wait_step(struct srd_dev *dev);
 struct srd_comm *srd_dev_comm_by_id(struct srd_dev *dev, uint32_t id);
 struct srd_comm *srd_comm_alloc(struct srd_dev *dev, bool is_send);
 void srd_comm_free(struct srd_comm *c);

@@ -1,17 +1,35 @@
-/* One NIC: fabric, domain, address vector, completion queue and its
- * endpoints. Posting and polling only; what a completion means is decided by
- * the layer above through the callbacks it installs. Not thread-safe: the
- * owner (one device) serializes every call with its lock. */
+/* One NIC, or one progress lane of a NIC: fabric, domain, address vector,
+ * completion queue and its endpoints. Posting and polling only; what a
+ * completion means is decided by the layer above through the callbacks it
+ * installs.
+ *
+ * Locking: the owner (one device) serializes every call with its lock, with
+ * one exception. A rail opened thread-safe (FI_THREAD_SAFE domain) may be
+ * reaped (srd_rail_reap: fi_cq_read/fi_cq_readerr into a caller's batch) by
+ * one thread without the owner's lock, while others post under it; the
+ * batch is then dispatched under the lock. Reaping touches only the provider
+ * and fields fixed at open. Remote writes may likewise be queued (under the
+ * owner's lock) and posted by the reaping thread (srd_rail_post_queued,
+ * without it); post_lock guards only the queue and is taken last. Such a
+ * rail's cq_lock keeps address-vector
+ * changes out of the provider's progress (shm 1.17 unmaps a removed peer's
+ * region while its progress may still answer that peer); it is taken under
+ * the owner's lock, never the other way round. */
 #ifndef SRD_RAIL_H
 #define SRD_RAIL_H
 
+#include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include <rdma/fabric.h>
+#include <rdma/fi_eq.h>
 
 #define SRD_MAX_EPS_PER_RAIL 8
 #define SRD_EP_NAME_MAX 64
+#define SRD_RAIL_BATCH 16
+#define SRD_RAIL_ERRSTR_MAX 400
 
 struct srd_rail;
 
@@ -22,6 +40,22 @@ struct srd_op {
   void (*done)(struct srd_op *op, int err, const char *errstr);
   void *owner;
   void *aux;
+};
+
+/* A remote write handed to the thread that reaps its rail, which posts it
+ * (thread-safe rails): the provider's socket copy of a send then happens on
+ * that thread too. */
+struct srd_rail_write {
+  struct srd_op op;             /* first: the completion names the op */
+  struct srd_rail_write *next;  /* in the rail's post queue */
+  int ep;
+  const void *src;
+  size_t len;
+  void *desc;
+  uint32_t imm;
+  fi_addr_t dest;
+  uint64_t raddr, key;
+  int err;                      /* why the post failed (failed list) */
 };
 
 struct srd_rail_handlers {
@@ -85,12 +119,30 @@ struct srd_rail {
   struct fi_cq_data_entry *held;
   int nheld;
   int failed;
+  bool thread_safe;
+  pthread_mutex_t cq_lock; /* thread_safe rails: CQ reads and posts vs. AV changes */
+  pthread_mutex_t post_lock; /* thread_safe rails: the post queue */
+  struct srd_rail_write *postq_head, *postq_tail;
+};
+
+/* Completions reaped from the CQ and not yet dispatched: the successful
+ * ones in CQ order, then at most one error entry (the CQ reports an error
+ * only once the entries before it are read). */
+struct srd_rail_batch {
+  int n;
+  struct fi_cq_data_entry e[SRD_RAIL_BATCH];
+  bool has_err;
+  int err;                /* positive FI_* errno of the error entry */
+  void *err_context;
+  char errstr[SRD_RAIL_ERRSTR_MAX];
 };
 
 /* Open the rail's resources from a provider info (one domain). buf_size is the
- * largest control message. Returns 0 or a negative libfabric error (logged). */
+ * largest control message. thread_safe asks the provider for FI_THREAD_SAFE,
+ * so that srd_rail_reap may run beside posting. Returns 0 or a negative
+ * libfabric error (logged). */
 int srd_rail_open(struct srd_rail *rail, int index, const struct fi_info *info, int neps, size_t buf_size,
-                  const struct srd_rail_handlers *h);
+                  bool thread_safe, const struct srd_rail_handlers *h);
 void srd_rail_close(struct srd_rail *rail);
 
 int srd_rail_av_insert(struct srd_rail *rail, const void *name, fi_addr_t *addr);
@@ -113,6 +165,16 @@ int srd_rail_write(struct srd_rail *rail, int ep, const void *src, size_t len, v
 int srd_rail_read(struct srd_rail *rail, int ep, void *dst, size_t len, void *desc, fi_addr_t src, uint64_t raddr,
                   uint64_t key, struct srd_op *op);
 
+/* Queue w (its fields filled in) for srd_rail_post_queued. Never fails. */
+void srd_rail_queue_write(struct srd_rail *rail, struct srd_rail_write *w);
+/* Post queued writes in order until the provider pushes back. Returns how
+ * many were posted; *failed lists those the provider refused (w->err), for
+ * the caller to complete under the owner's lock; *more: some still wait. */
+int srd_rail_post_queued(struct srd_rail *rail, struct srd_rail_write **failed, bool *more);
+/* Take the queued writes for which abandon(w) is true out of the queue;
+ * returns them as a list (owner's lock held). */
+struct srd_rail_write *srd_rail_drop_queued(struct srd_rail *rail, bool (*abandon)(const struct srd_rail_write *w));
+
 /* Is the rail's kernel interface (tcp) without a link? Always 0 for NICs
  * that are not kernel interfaces (efa, shm): those report failures through
  * their completion queues. */
@@ -121,5 +183,12 @@ int srd_rail_link_down(const struct srd_rail *rail);
 /* Reap up to max completions and dispatch them; returns how many, or a
  * negative error for a CQ that cannot be read. */
 int srd_rail_poll(struct srd_rail *rail, int max);
+/* Read one batch from the CQ without dispatching it: the entries read, 0 for
+ * none, or a negative error for a CQ that cannot be read. See the locking note
+ * above. */
+int srd_rail_reap(struct srd_rail *rail, struct srd_rail_batch *b);
+/* Run the handlers of a reaped batch (the owner's lock held). In the reorder
+ * test mode an empty batch releases completions held back earlier. */
+void srd_rail_dispatch(struct srd_rail *rail, struct srd_rail_batch *b);
 
 #endif

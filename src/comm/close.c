@@ -1,5 +1,3 @@
-#include <sched.h>
-
 #include "nccl/types.h"
 #include "srd/comm.h"
 #include "srd/log.h"
@@ -21,10 +19,7 @@ void srd_comm_close(struct srd_comm *c) {
   for (int i = 0; i < SRD_REQS_PER_COMM; i++)
     if (c->reqs[i].in_use && !c->reqs[i].done) srd_req_finish(&c->reqs[i], ncclInvalidUsage);
   uint64_t deadline = srd_now_ms() + (uint64_t)srd_param_int(SRD_PARAM_CLOSE_TIMEOUT_MS);
-  while (c->ops_in_flight > 0 && srd_now_ms() < deadline) {
-    srd_dev_progress(dev);
-    if (c->ops_in_flight > 0) sched_yield();
-  }
+  while (c->ops_in_flight > 0 && srd_now_ms() < deadline) srd_dev_wait_step(dev);
   if (c->ops_in_flight > 0) {
     SRD_WARN("comm %#x closed with %d operations still held by the provider; freed when they complete", c->id,
              c->ops_in_flight);

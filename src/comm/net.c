@@ -79,8 +79,7 @@ static int setup_devices(void) {
   g.ndevs = g.topo.ngroups;
   for (int d = 0; d < g.ndevs; d++) {
     struct srd_dev *dev = &g.devs[d];
-    pthread_mutex_init(&dev->lock, NULL);
-    dev->index = d;
+    srd_dev_init(dev, d);
     dev->nics = &g.nics;
     dev->group = g.topo.groups[d];
     struct srd_mr_ops ops = {mr_reg, mr_dereg, dev};
@@ -94,8 +93,7 @@ static int setup_devices(void) {
 static void teardown_devices(void) {
   for (int d = 0; d < g.ndevs; d++) {
     srd_mr_cache_fini(&g.devs[d].mrs);
-    srd_dev_close(&g.devs[d]);
-    pthread_mutex_destroy(&g.devs[d].lock);
+    srd_dev_fini(&g.devs[d]);
   }
   free(g.devs);
   g.devs = NULL;
@@ -167,6 +165,7 @@ ncclResult_t srd_net_get_properties(int d, struct srd_props *p) {
 ncclResult_t srd_net_listen(int d, void *handle, void **listen_comm) {
   struct srd_dev *dev = open_dev(d);
   if (!dev || !handle || !listen_comm) return ncclInvalidArgument;
+  srd_dev_kick(dev);
   pthread_mutex_lock(&dev->lock);
   int rc = srd_listen(dev, handle, (struct srd_listener **)listen_comm);
   pthread_mutex_unlock(&dev->lock);
@@ -178,6 +177,7 @@ ncclResult_t srd_net_connect(int d, void *handle, void **send_comm) {
   *send_comm = NULL;
   struct srd_dev *dev = open_dev(d);
   if (!dev || !handle) return ncclInvalidArgument;
+  srd_dev_kick(dev);
   pthread_mutex_lock(&dev->lock);
   int rc = srd_connect(dev, handle, (struct srd_comm **)send_comm);
   pthread_mutex_unlock(&dev->lock);
@@ -188,6 +188,7 @@ ncclResult_t srd_net_accept(void *listen_comm, void **recv_comm) {
   struct srd_listener *l = listen_comm;
   if (!l || !recv_comm) return ncclInvalidArgument;
   *recv_comm = NULL;
+  srd_dev_kick(l->dev);
   pthread_mutex_lock(&l->dev->lock);
   int rc = srd_accept(l, (struct srd_comm **)recv_comm);
   pthread_mutex_unlock(&l->dev->lock);
@@ -225,6 +226,7 @@ ncclResult_t srd_net_dereg_mr(void *comm, void *mhandle) {
 ncclResult_t srd_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void **request) {
   struct srd_comm *c = send_comm;
   if (!c || !c->is_send || !request) return ncclInvalidArgument;
+  srd_dev_kick(c->dev);
   pthread_mutex_lock(&c->dev->lock);
   int rc = srd_proto_isend(c, data, size, tag, mhandle, (struct srd_req **)request);
   if (rc == 0 && !*request) {
@@ -240,6 +242,7 @@ ncclResult_t srd_net_irecv(void *recv_comm, int n, void **data, const size_t *si
                            void **request) {
   struct srd_comm *c = recv_comm;
   if (!c || c->is_send || !request || !data || !sizes || !mhandles) return ncclInvalidArgument;
+  srd_dev_kick(c->dev);
   pthread_mutex_lock(&c->dev->lock);
   int rc = srd_proto_irecv(c, n, data, sizes, tags, (struct srd_mr_ref **)mhandles, (struct srd_req **)request);
   pthread_mutex_unlock(&c->dev->lock);
@@ -259,8 +262,19 @@ ncclResult_t srd_net_test(void *request, int *done, int *sizes) {
   struct srd_req *r = request;
   if (!r || !done || !r->in_use || r->released) return ncclInvalidArgument;
   struct srd_comm *c = r->comm;
-  pthread_mutex_lock(&c->dev->lock);
-  if (!r->done) srd_dev_progress(c->dev);
+  struct srd_dev *dev = c->dev;
+  if (dev->threaded) {
+    srd_dev_kick(dev);
+    /* A lane holds the lock while it delivers completions: this request's
+     * answer can wait for the next call instead of this thread. */
+    if (pthread_mutex_trylock(&dev->lock)) {
+      *done = 0;
+      return ncclSuccess;
+    }
+  } else {
+    pthread_mutex_lock(&dev->lock);
+  }
+  if (!r->done) srd_dev_progress(dev);
   if (!r->done && c->result) srd_req_finish(r, c->result);
   *done = r->done;
   int rc = ncclSuccess;
@@ -274,7 +288,7 @@ ncclResult_t srd_net_test(void *request, int *done, int *sizes) {
     }
     srd_req_release(r);
   }
-  pthread_mutex_unlock(&c->dev->lock);
+  pthread_mutex_unlock(&dev->lock);
   return (ncclResult_t)rc;
 }
 
@@ -300,14 +314,17 @@ ncclResult_t srd_net_close_listen(void *listen_comm) {
   return ncclSuccess;
 }
 
-/* NCCL before 2.28 never calls finalize, and the shm provider removes its
- * region from /dev/shm only when the endpoint closes: close host-local rails
- * when the library goes away. A thread still inside the device keeps it open
- * (trylock); one that comes later waits on the lock we keep. */
-__attribute__((destructor)) static void close_host_local_rails(void) {
+/* When the library goes away (unload or exit), the progress threads end
+ * first: libfabric's own teardown follows ours. NCCL before 2.28 never calls
+ * finalize, and the shm provider removes its region from /dev/shm only when
+ * the endpoint closes: close host-local rails then too. A thread still inside
+ * the device keeps it open (trylock); one that comes later waits on the lock
+ * we keep. */
+__attribute__((destructor)) static void stop_devices(void) {
   for (int d = 0; d < g.ndevs; d++) {
     struct srd_dev *dev = &g.devs[d];
-    if (!dev->open || !dev->host_local || pthread_mutex_trylock(&dev->lock)) continue;
+    if (!dev->open || !srd_dev_stop_lanes(dev)) continue;
+    if (!dev->host_local || pthread_mutex_trylock(&dev->lock)) continue;
     for (int i = 0; i < dev->nrails; i++) srd_rail_close(&dev->rails[i]);
   }
 }

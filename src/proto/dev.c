@@ -1,4 +1,7 @@
+#define _GNU_SOURCE /* pthread_timedjoin_np, pthread_setname_np */
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -6,6 +9,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <rdma/fi_errno.h>
 
@@ -44,27 +48,77 @@ static size_t ctrl_buf_size(const struct srd_dev *dev) {
   return m > eager ? m : eager;
 }
 
-int srd_dev_open(struct srd_dev *dev) {
+void srd_dev_init(struct srd_dev *dev, int index) {
+  dev->index = index;
+  pthread_mutex_init(&dev->lock, NULL);
+  pthread_mutex_init(&dev->wake_lock, NULL);
+  pthread_cond_init(&dev->wake, NULL);
+  atomic_init(&dev->stop, false);
+  atomic_init(&dev->activity, 0);
+  atomic_init(&dev->sleepers, 0);
+}
+
+/* Lanes per NIC within what a hello (paths) and a clear-to-send (keys per
+ * rail) can name. */
+static int lanes_that_fit(int want, int nnics, int neps) {
+  int lanes = want;
+  if (lanes * nnics > SRD_MAX_RAILS) lanes = SRD_MAX_RAILS / nnics;
+  if (lanes * nnics * neps > SRD_MAX_PATHS) lanes = SRD_MAX_PATHS / (nnics * neps);
+  return lanes < 1 ? 1 : lanes;
+}
+
+static void close_rails(struct srd_dev *dev) {
+  for (int i = 0; i < dev->nrails; i++) srd_rail_close(&dev->rails[i]);
+  free(dev->rails);
+  dev->rails = NULL;
+  dev->nrails = 0;
+}
+
+/* Rail i is lane i / nnics of NIC i % nnics: a peer with another lane count
+ * maps rail i to its rail i mod n, which is then on the same NIC index. */
+static int open_rails(struct srd_dev *dev, int lanes, bool thread_safe) {
   struct srd_rail_handlers h = {on_message, on_remote_write, on_rail_error, dev};
-  dev->neps = (int)srd_param_int(SRD_PARAM_EPS_PER_RAIL);
-  dev->eager_max = (size_t)srd_param_int(SRD_PARAM_EAGER_MAX);
-  dev->nrails = dev->group.nrails;
+  dev->nrails = dev->nnics * lanes;
   dev->rails = calloc((size_t)dev->nrails, sizeof(*dev->rails));
   if (!dev->rails) return -FI_ENOMEM;
-  size_t max_write = SIZE_MAX;
   for (int i = 0; i < dev->nrails; i++) {
-    const struct srd_nic *nic = &dev->nics->nics[dev->group.rails[i]];
-    int rc = srd_rail_open(&dev->rails[i], i, nic->info, dev->neps, ctrl_buf_size(dev), &h);
+    const struct srd_nic *nic = &dev->nics->nics[dev->group.rails[i % dev->nnics]];
+    int rc = srd_rail_open(&dev->rails[i], i, nic->info, dev->neps, ctrl_buf_size(dev), thread_safe, &h);
     if (rc) {
-      while (i-- > 0) srd_rail_close(&dev->rails[i]);
-      free(dev->rails);
-      dev->rails = NULL;
+      dev->nrails = i;
+      close_rails(dev);
       return rc;
     }
-    if (dev->rails[i].max_write < max_write) max_write = dev->rails[i].max_write;
-    SRD_INFO(NCCL_INIT | NCCL_NET, "device %d rail %d: %s (%d Mbps, PCI %s, NUMA %d), %d endpoint(s)", dev->index, i,
-             nic->name, nic->speed_mbps, nic->pci_bus_id[0] ? nic->pci_bus_id : "none", nic->numa, dev->neps);
+    SRD_INFO(NCCL_INIT | NCCL_NET, "device %d rail %d: %s lane %d (%d Mbps, PCI %s, NUMA %d), %d endpoint(s)%s",
+             dev->index, i, nic->name, i / dev->nnics, nic->speed_mbps, nic->pci_bus_id[0] ? nic->pci_bus_id : "none",
+             nic->numa, dev->neps, thread_safe ? ", thread-safe domain" : "");
   }
+  dev->lanes_per_nic = lanes;
+  return 0;
+}
+
+static void start_lanes(struct srd_dev *dev);
+
+int srd_dev_open(struct srd_dev *dev) {
+  dev->neps = (int)srd_param_int(SRD_PARAM_EPS_PER_RAIL);
+  dev->eager_max = (size_t)srd_param_int(SRD_PARAM_EAGER_MAX);
+  dev->nnics = dev->group.nrails;
+  int want = (int)srd_param_int(SRD_PARAM_PROGRESS_THREADS);
+  int lanes = want ? lanes_that_fit(want, dev->nnics, dev->neps) : 1;
+  if (lanes != (want ? want : 1))
+    SRD_WARN("device %d: NCCL_SRD_PROGRESS_THREADS=%d with %d NIC(s) x %d endpoint(s) exceeds %d rails or %d paths; "
+             "using %d lane(s) per NIC", dev->index, want, dev->nnics, dev->neps, SRD_MAX_RAILS, SRD_MAX_PATHS, lanes);
+  int rc = open_rails(dev, lanes, want > 0);
+  if (rc && want > 0) {
+    SRD_WARN("device %d: cannot open %d thread-safe lane(s) per NIC (%s); progress threads off", dev->index, lanes,
+             fi_strerror(-rc));
+    want = 0;
+    rc = open_rails(dev, 1, false);
+  }
+  if (rc) return rc;
+  size_t max_write = SIZE_MAX;
+  for (int i = 0; i < dev->nrails; i++)
+    if (dev->rails[i].max_write < max_write) max_write = dev->rails[i].max_write;
   dev->npaths = dev->nrails * dev->neps;
   dev->host_local = !strcmp(dev->rails[0].info->fabric_attr->prov_name, "shm");
   dev->sched.npaths = dev->npaths;
@@ -72,17 +126,30 @@ int srd_dev_open(struct srd_dev *dev) {
   dev->sched.min_stripe = (size_t)srd_param_int(SRD_PARAM_MIN_STRIPE);
   dev->sched.max_write = max_write;
   dev->next_listener_id = (uint32_t)srd_random64();
+  if (want > 0) start_lanes(dev);
+  SRD_INFO(NCCL_INIT | NCCL_NET, "device %d: %d NIC(s) x %d lane(s) = %d rail(s), %d endpoint(s) each, %d path(s); "
+           "completions polled by %s", dev->index, dev->nnics, dev->lanes_per_nic, dev->nrails, dev->neps,
+           dev->npaths, dev->threaded ? "one thread per lane" : "the caller's thread");
   dev->open = true;
   return 0;
 }
 
 void srd_dev_close(struct srd_dev *dev) {
   if (!dev->open) return;
+  if (!srd_dev_stop_lanes(dev)) return;
+  /* Rails first: no completion can name a closed comm afterwards. */
   for (int i = 0; i < dev->nrails; i++) srd_rail_close(&dev->rails[i]);
   free_closed(dev, true);
-  free(dev->rails);
-  dev->rails = NULL;
+  close_rails(dev);
   dev->open = false;
+}
+
+void srd_dev_fini(struct srd_dev *dev) {
+  srd_dev_close(dev);
+  if (dev->open) return; /* a lane still runs: its locks stay */
+  pthread_cond_destroy(&dev->wake);
+  pthread_mutex_destroy(&dev->wake_lock);
+  pthread_mutex_destroy(&dev->lock);
 }
 
 struct srd_comm *srd_dev_comm_by_id(struct srd_dev *dev, uint32_t id) {
@@ -408,11 +475,8 @@ static void check_links(struct srd_dev *dev) {
   }
 }
 
-void srd_dev_progress(struct srd_dev *dev) {
-  for (int i = 0; i < dev->nrails; i++) {
-    int rc = srd_rail_poll(&dev->rails[i], POLL_BUDGET);
-    if (rc < 0) dev->rails[i].failed = 1;
-  }
+/* Everything but the CQs: post what waits, and the periodic checks. */
+static void progress_without_cqs(struct srd_dev *dev) {
   if (dev->pending_head) srd_proto_post_pending(dev);
   uint64_t now = srd_now_ms();
   if (now - dev->last_scan_ms >= SCAN_INTERVAL_MS) {
@@ -421,4 +485,237 @@ void srd_dev_progress(struct srd_dev *dev) {
     probe_silent_peers(dev, now);
     if (dev->closed) free_closed(dev, false);
   }
+}
+
+void srd_dev_progress(struct srd_dev *dev) {
+  if (!dev->threaded)
+    for (int i = 0; i < dev->nrails; i++) {
+      int rc = srd_rail_poll(&dev->rails[i], POLL_BUDGET);
+      if (rc < 0) dev->rails[i].failed = 1;
+    }
+  progress_without_cqs(dev);
+}
+
+void srd_dev_kick(struct srd_dev *dev) {
+  if (!dev->threaded) return;
+  atomic_fetch_add(&dev->activity, 1);
+  if (atomic_load(&dev->sleepers) == 0) return;
+  pthread_mutex_lock(&dev->wake_lock);
+  pthread_cond_broadcast(&dev->wake);
+  pthread_mutex_unlock(&dev->wake_lock);
+}
+
+static void sleep_us(long us) {
+  struct timespec ts = {0, us * 1000};
+  nanosleep(&ts, NULL);
+}
+
+void srd_dev_wait_step(struct srd_dev *dev) {
+  srd_dev_progress(dev);
+  if (!dev->threaded) {
+    sched_yield();
+    return;
+  }
+  /* The lanes need the lock to deliver the completions waited for. */
+  pthread_mutex_unlock(&dev->lock);
+  srd_dev_kick(dev);
+  sleep_us(20);
+  pthread_mutex_lock(&dev->lock);
+}
+
+/* Idle lanes: poll again at once for a while, then yield the core while the
+ * process keeps calling in, then sleep until an entry point wakes them, or
+ * for 1 ms doubling to 16 ms (data from the peer wakes nobody; a caller that
+ * waits for it calls in, and that wakes the lanes). */
+#define LANE_SPIN_POLLS 64
+#define LANE_QUIET_US 2000
+#define LANE_SLEEP_MIN_US 1000
+#define LANE_SLEEP_MAX_US 16000
+#define LANE_FAILED_SLEEP_US 10000
+
+static uint64_t now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+struct lane_idle {
+  unsigned polls;         /* empty polls in a row */
+  unsigned seen_activity;
+  uint64_t quiet_since_us;
+  long sleep_us;          /* next sleep */
+};
+
+static void lane_sleep(struct srd_dev *dev, unsigned seen, long us) {
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_nsec += us * 1000L;
+  if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+  pthread_mutex_lock(&dev->wake_lock);
+  atomic_fetch_add(&dev->sleepers, 1);
+  /* A kick either sees us counted (and signals under wake_lock, after we
+   * wait) or bumped activity before we look here. */
+  if (atomic_load(&dev->activity) == seen && !atomic_load(&dev->stop))
+    pthread_cond_timedwait(&dev->wake, &dev->wake_lock, &until);
+  atomic_fetch_sub(&dev->sleepers, 1);
+  pthread_mutex_unlock(&dev->wake_lock);
+}
+
+static void lane_idle(struct srd_dev *dev, struct lane_idle *st) {
+  if (++st->polls <= LANE_SPIN_POLLS) return;
+  uint64_t now = now_us();
+  unsigned a = atomic_load_explicit(&dev->activity, memory_order_relaxed);
+  if (a != st->seen_activity) {
+    st->seen_activity = a;
+    st->quiet_since_us = now;
+    st->sleep_us = LANE_SLEEP_MIN_US;
+  }
+  if (now - st->quiet_since_us < LANE_QUIET_US) {
+    sched_yield();
+    return;
+  }
+  lane_sleep(dev, a, st->sleep_us);
+  if (st->sleep_us < LANE_SLEEP_MAX_US) st->sleep_us *= 2;
+}
+
+/* Complete the writes the provider refused to post (dev->lock held). */
+static void fail_writes(struct srd_rail *rail, struct srd_rail_write *failed) {
+  while (failed) {
+    struct srd_rail_write *w = failed;
+    failed = w->next;
+    char text[200];
+    snprintf(text, sizeof(text), "fi_writedata on rail %s failed: %s", rail->name, fi_strerror(-w->err));
+    w->op.done(&w->op, w->err, text);
+  }
+}
+
+/* Only stripes are queued; their owner is a send request. */
+static bool write_abandoned(const struct srd_rail_write *w) {
+  const struct srd_req *r = w->op.owner;
+  return r->comm->result != 0;
+}
+
+/* A provider that keeps refusing a write (a peer that vanished: tcp
+ * reconnects forever) must not keep a lane busy once the comm has failed. */
+#define LANE_REFUSED_CHECK_US 100000
+
+static void drop_abandoned(struct srd_dev *dev, struct srd_rail *rail) {
+  pthread_mutex_lock(&dev->lock);
+  struct srd_rail_write *dropped = srd_rail_drop_queued(rail, write_abandoned);
+  for (struct srd_rail_write *w = dropped; w; w = w->next) w->err = -FI_ECANCELED;
+  fail_writes(rail, dropped);
+  pthread_mutex_unlock(&dev->lock);
+}
+
+static void *lane_main(void *arg) {
+  struct srd_lane *lane = arg;
+  struct srd_dev *dev = lane->dev;
+  struct srd_rail *rail = lane->rail;
+  struct srd_rail_batch b;
+  struct lane_idle idle = {0, 0, now_us(), LANE_SLEEP_MIN_US};
+  uint64_t refused_since_us = 0;
+  while (!atomic_load_explicit(&dev->stop, memory_order_acquire)) {
+    struct srd_rail_write *failed;
+    bool more;
+    int posted = srd_rail_post_queued(rail, &failed, &more);
+    if (failed) {
+      pthread_mutex_lock(&dev->lock);
+      fail_writes(rail, failed);
+      pthread_mutex_unlock(&dev->lock);
+    }
+    int n = srd_rail_reap(rail, &b);
+    if (n < 0) {
+      pthread_mutex_lock(&dev->lock);
+      rail->failed = 1;
+      pthread_mutex_unlock(&dev->lock);
+      sleep_us(LANE_FAILED_SLEEP_US);
+      continue;
+    }
+    /* In the reorder test mode an empty batch releases held completions. */
+    if (n > 0 || rail->reorder) {
+      pthread_mutex_lock(&dev->lock);
+      srd_rail_dispatch(rail, &b);
+      progress_without_cqs(dev);
+      pthread_mutex_unlock(&dev->lock);
+    }
+    if (!more || posted > 0) refused_since_us = 0;
+    else if (!refused_since_us) refused_since_us = now_us();
+    else if (now_us() - refused_since_us > LANE_REFUSED_CHECK_US) {
+      drop_abandoned(dev, rail);
+      refused_since_us = 0;
+    }
+    if (n > 0 || posted > 0) {
+      idle.polls = 0;
+      idle.quiet_since_us = now_us();
+      idle.sleep_us = LANE_SLEEP_MIN_US;
+      continue;
+    }
+    if (more) {
+      sched_yield(); /* the provider's queue is full: completions make room */
+      continue;
+    }
+    lane_idle(dev, &idle);
+  }
+  return NULL;
+}
+
+static void start_lanes(struct srd_dev *dev) {
+  dev->lanes = calloc((size_t)dev->nrails, sizeof(*dev->lanes));
+  if (!dev->lanes) {
+    SRD_WARN("device %d: out of memory for progress lanes; progress threads off", dev->index);
+    return;
+  }
+  atomic_store(&dev->stop, false);
+  dev->lanes_pid = getpid();
+  dev->threaded = true; /* before the first lane runs: callers stop polling */
+  for (int i = 0; i < dev->nrails; i++) {
+    struct srd_lane *lane = &dev->lanes[i];
+    lane->dev = dev;
+    lane->rail = &dev->rails[i];
+    int rc = pthread_create(&lane->thread, NULL, lane_main, lane);
+    if (rc) {
+      SRD_WARN("device %d: cannot start the progress thread of rail %d: %s; progress threads off", dev->index, i,
+               strerror(rc));
+      srd_dev_stop_lanes(dev);
+      return;
+    }
+    lane->running = true;
+    char name[16];
+    snprintf(name, sizeof(name), "srd-d%d-r%d", dev->index, i);
+    pthread_setname_np(lane->thread, name);
+  }
+}
+
+#define LANE_JOIN_TIMEOUT_S 5
+
+bool srd_dev_stop_lanes(struct srd_dev *dev) {
+  if (!dev->lanes) return true;
+  /* A forked child has the device's memory but none of its threads (and its
+   * rails are the parent's): leave both alone. */
+  if (getpid() != dev->lanes_pid) return false;
+  atomic_store_explicit(&dev->stop, true, memory_order_release);
+  pthread_mutex_lock(&dev->wake_lock);
+  pthread_cond_broadcast(&dev->wake);
+  pthread_mutex_unlock(&dev->wake_lock);
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += LANE_JOIN_TIMEOUT_S;
+  bool all = true;
+  for (int i = 0; i < dev->nrails; i++) {
+    struct srd_lane *lane = &dev->lanes[i];
+    if (!lane->running) continue;
+    int rc = pthread_timedjoin_np(lane->thread, NULL, &until);
+    if (rc) {
+      SRD_WARN("device %d: progress thread of rail %d did not end within %d s (%s)", dev->index, i,
+               LANE_JOIN_TIMEOUT_S, strerror(rc));
+      all = false;
+      continue;
+    }
+    lane->running = false;
+  }
+  if (!all) return false;
+  free(dev->lanes);
+  dev->lanes = NULL;
+  dev->threaded = false;
+  return true;
 }

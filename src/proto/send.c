@@ -77,21 +77,37 @@ static void stripe_done(struct srd_op *op, int err, const char *errstr) {
   srd_req_op_done(r);
 }
 
-/* Post what the provider accepts; the rest waits on the pending list. */
+/* Post what the provider accepts; the rest waits on the pending list. With
+ * progress threads each stripe goes to its lane's queue instead: the lane
+ * posts it, so the provider's copy into the socket runs there. */
 static int post_stripes(struct srd_req *r) {
   struct srd_comm *c = r->comm;
   struct srd_dev *dev = c->dev;
+  bool queued = false;
   while (r->posted < r->nstripes) {
     const struct srd_stripe *s = &r->stripes[r->posted];
     int l = s->path / dev->neps;
     struct srd_rail *rail = &dev->rails[l];
-    struct srd_op *op = &r->ops[r->posted];
+    struct srd_rail_write *w = &r->ops[r->posted];
     struct srd_rail_mrs *mrs = r->mr->mr->handle;
     struct srd_imm imm = {c->peer_id & (SRD_MAX_COMMS - 1), r->seq, (uint32_t)r->nstripes, (uint32_t)r->remote_entry};
-    op->done = stripe_done;
-    op->owner = r;
-    int rc = srd_rail_write(rail, s->path % dev->neps, r->buf + s->offset, s->len, srd_rail_mr_desc(mrs->mr[l]),
-                            srd_imm_pack(imm), c->peer[s->path], r->raddr + s->offset, r->rkey[l], op);
+    w->op.done = stripe_done;
+    w->op.owner = r;
+    w->ep = s->path % dev->neps;
+    w->src = r->buf + s->offset;
+    w->len = s->len;
+    w->desc = srd_rail_mr_desc(mrs->mr[l]);
+    w->imm = srd_imm_pack(imm);
+    w->dest = c->peer[s->path];
+    w->raddr = r->raddr + s->offset;
+    w->key = r->rkey[l];
+    int rc = 0;
+    if (dev->threaded) {
+      srd_rail_queue_write(rail, w);
+      queued = true;
+    } else {
+      rc = srd_rail_write(rail, w->ep, w->src, w->len, w->desc, w->imm, w->dest, w->raddr, w->key, &w->op);
+    }
     if (rc == -FI_EAGAIN) return -FI_EAGAIN;
     if (rc) {
       srd_comm_fail(c, ncclSystemError, "fi_writedata on rail %s failed: %s", rail->name, fi_strerror(-rc));
@@ -102,6 +118,7 @@ static int post_stripes(struct srd_req *r) {
     r->outstanding++;
     c->ops_in_flight++;
   }
+  if (queued) srd_dev_kick(dev);
   return 0;
 }
 

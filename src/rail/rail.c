@@ -112,7 +112,7 @@ static int open_endpoint(struct srd_rail *rail, int i) {
 }
 
 int srd_rail_open(struct srd_rail *rail, int index, const struct fi_info *info, int neps, size_t buf_size,
-                  const struct srd_rail_handlers *h) {
+                  bool thread_safe, const struct srd_rail_handlers *h) {
   memset(rail, 0, sizeof(*rail));
   rail->index = index;
   rail->h = *h;
@@ -123,6 +123,12 @@ int srd_rail_open(struct srd_rail *rail, int index, const struct fi_info *info, 
   const char *step = "fi_dupinfo";
   int rc = -FI_ENOMEM;
   if (!(rail->info = fi_dupinfo(info))) goto fail;
+  if (thread_safe) {
+    rail->info->domain_attr->threading = FI_THREAD_SAFE;
+    rail->thread_safe = true;
+    pthread_mutex_init(&rail->cq_lock, NULL);
+    pthread_mutex_init(&rail->post_lock, NULL);
+  }
   rail->virt_addr = !!(info->domain_attr->mr_mode & FI_MR_VIRT_ADDR);
   rail->mr_local = !!(info->domain_attr->mr_mode & FI_MR_LOCAL);
   rail->max_write = info->ep_attr->max_msg_size < ONE_GIB ? info->ep_attr->max_msg_size : ONE_GIB;
@@ -162,7 +168,19 @@ void srd_rail_close(struct srd_rail *rail) {
   free(rail->buf_mem);
   free(rail->av_entries);
   free(rail->held);
+  if (rail->thread_safe) {
+    pthread_mutex_destroy(&rail->cq_lock);
+    pthread_mutex_destroy(&rail->post_lock);
+  }
   memset(rail, 0, sizeof(*rail));
+}
+
+static void cq_lock(struct srd_rail *rail) {
+  if (rail->thread_safe) pthread_mutex_lock(&rail->cq_lock);
+}
+
+static void cq_unlock(struct srd_rail *rail) {
+  if (rail->thread_safe) pthread_mutex_unlock(&rail->cq_lock);
 }
 
 /* Reject an address that cannot be one of this provider's (a corrupt handle)
@@ -205,7 +223,9 @@ int srd_rail_av_insert(struct srd_rail *rail, const void *name, fi_addr_t *addr)
     rail->cap_av = cap;
   }
   fi_addr_t a = FI_ADDR_NOTAVAIL;
+  cq_lock(rail);
   int n = fi_av_insert(rail->av, name, 1, &a, 0, NULL);
+  cq_unlock(rail);
   if (n != 1) {
     SRD_WARN("rail %s: fi_av_insert failed (%d)", rail->name, n);
     return n < 0 ? n : -FI_EINVAL;
@@ -223,7 +243,11 @@ void srd_rail_av_remove(struct srd_rail *rail, fi_addr_t addr) {
   for (int i = 0; i < rail->nav; i++) {
     struct srd_av_entry *e = &rail->av_entries[i];
     if (e->refs && e->addr == addr) {
-      if (--e->refs == 0) fi_av_remove(rail->av, &addr, 1, 0);
+      if (--e->refs == 0) {
+        cq_lock(rail);
+        fi_av_remove(rail->av, &addr, 1, 0);
+        cq_unlock(rail);
+      }
       return;
     }
   }
@@ -291,6 +315,67 @@ int srd_rail_read(struct srd_rail *rail, int ep, void *dst, size_t len, void *de
   return (int)fi_read(rail->ep[ep], dst, len, desc, src, raddr, key, &op->fi_ctx);
 }
 
+void srd_rail_queue_write(struct srd_rail *rail, struct srd_rail_write *w) {
+  w->next = NULL;
+  pthread_mutex_lock(&rail->post_lock);
+  if (rail->postq_tail) rail->postq_tail->next = w;
+  else rail->postq_head = w;
+  rail->postq_tail = w;
+  pthread_mutex_unlock(&rail->post_lock);
+}
+
+int srd_rail_post_queued(struct srd_rail *rail, struct srd_rail_write **failed, bool *more) {
+  int posted = 0;
+  *failed = NULL;
+  *more = false;
+  for (;;) {
+    pthread_mutex_lock(&rail->post_lock);
+    struct srd_rail_write *w = rail->postq_head;
+    pthread_mutex_unlock(&rail->post_lock);
+    if (!w) break;
+    cq_lock(rail);
+    int rc = srd_rail_write(rail, w->ep, w->src, w->len, w->desc, w->imm, w->dest, w->raddr, w->key, &w->op);
+    cq_unlock(rail);
+    if (rc == -FI_EAGAIN) {
+      *more = true;
+      break;
+    }
+    /* Only this thread reaps the rail: w's completion cannot be handled
+     * before it leaves the queue here. */
+    pthread_mutex_lock(&rail->post_lock);
+    rail->postq_head = w->next;
+    if (!rail->postq_head) rail->postq_tail = NULL;
+    pthread_mutex_unlock(&rail->post_lock);
+    if (rc) {
+      w->err = rc;
+      w->next = *failed;
+      *failed = w;
+    } else {
+      posted++;
+    }
+  }
+  return posted;
+}
+
+struct srd_rail_write *srd_rail_drop_queued(struct srd_rail *rail, bool (*abandon)(const struct srd_rail_write *w)) {
+  struct srd_rail_write *dropped = NULL, *prev = NULL;
+  pthread_mutex_lock(&rail->post_lock);
+  for (struct srd_rail_write **p = &rail->postq_head; *p;) {
+    struct srd_rail_write *w = *p;
+    if (!abandon(w)) {
+      prev = w;
+      p = &w->next;
+      continue;
+    }
+    *p = w->next;
+    w->next = dropped;
+    dropped = w;
+  }
+  rail->postq_tail = prev;
+  pthread_mutex_unlock(&rail->post_lock);
+  return dropped;
+}
+
 static int is_recv_buf(const struct srd_rail *rail, const void *ctx) {
   const char *p = ctx;
   return p >= rail->buf_mem && p < rail->buf_mem + (size_t)RECV_BUFS_PER_EP * rail->neps * buf_stride(rail);
@@ -312,31 +397,27 @@ static void dispatch(struct srd_rail *rail, const struct fi_cq_data_entry *e) {
   op->done(op, 0, NULL);
 }
 
-static int read_error(struct srd_rail *rail) {
-  struct fi_cq_err_entry err = {0};
-  char prov_msg[256] = "";
-  int rc = (int)fi_cq_readerr(rail->cq, &err, 0);
-  if (rc < 0) return rc == -FI_EAGAIN ? 0 : rc;
-  const char *pstr = fi_cq_strerror(rail->cq, err.prov_errno, err.err_data, prov_msg, sizeof(prov_msg));
-  char text[400];
-  snprintf(text, sizeof(text), "rail %s: %s (provider errno %d: %s)", rail->name, fi_strerror(err.err), err.prov_errno,
-           pstr ? pstr : "");
-  if (err.op_context && is_recv_buf(rail, err.op_context)) {
+static void dispatch_error(struct srd_rail *rail, const struct srd_rail_batch *b) {
+  if (b->err_context && is_recv_buf(rail, b->err_context)) {
     /* A receive buffer failed: keep it posted unless the rail is gone. */
-    SRD_WARN("%s", text);
-    if (err.err != FI_ECANCELED) post_recv_buf(rail, (struct srd_rail_buf *)err.op_context);
-  } else if (err.op_context) {
-    struct srd_op *op = err.op_context;
-    op->done(op, err.err ? -err.err : -FI_EIO, text);
+    SRD_WARN("%s", b->errstr);
+    if (b->err != FI_ECANCELED) post_recv_buf(rail, (struct srd_rail_buf *)b->err_context);
+  } else if (b->err_context) {
+    struct srd_op *op = b->err_context;
+    op->done(op, b->err ? -b->err : -FI_EIO, b->errstr);
   } else {
-    rail->h.on_rail_error(rail->h.arg, rail, -err.err, text);
+    rail->h.on_rail_error(rail->h.arg, rail, -b->err, b->errstr);
   }
-  return 1;
 }
 
 /* Test mode: release completions in a shuffled order, holding some back for
  * a later poll, as an unordered transport may. */
 static void dispatch_reordered(struct srd_rail *rail, struct fi_cq_data_entry *e, int n) {
+  for (int i = n - 1; i > 0; i--) {
+    int j = rand() % (i + 1);
+    struct fi_cq_data_entry t = e[i];
+    e[i] = e[j], e[j] = t;
+  }
   for (int i = 0; i < n; i++) {
     if (rail->nheld < MAX_HELD && rand() % 2) {
       rail->held[rail->nheld++] = e[i];
@@ -353,36 +434,60 @@ static void dispatch_reordered(struct srd_rail *rail, struct fi_cq_data_entry *e
   }
 }
 
+static int reap_error(struct srd_rail *rail, struct srd_rail_batch *b) {
+  struct fi_cq_err_entry err = {0};
+  char prov_msg[256] = "";
+  int rc = (int)fi_cq_readerr(rail->cq, &err, 0);
+  if (rc < 0) return rc == -FI_EAGAIN ? 0 : rc;
+  const char *pstr = fi_cq_strerror(rail->cq, err.prov_errno, err.err_data, prov_msg, sizeof(prov_msg));
+  snprintf(b->errstr, sizeof(b->errstr), "rail %s: %s (provider errno %d: %s)", rail->name, fi_strerror(err.err),
+           err.prov_errno, pstr ? pstr : "");
+  b->has_err = true;
+  b->err = err.err;
+  b->err_context = err.op_context;
+  return 1;
+}
+
+int srd_rail_reap(struct srd_rail *rail, struct srd_rail_batch *b) {
+  b->n = 0;
+  b->has_err = false;
+  cq_lock(rail);
+  int n = (int)fi_cq_read(rail->cq, b->e, SRD_RAIL_BATCH);
+  if (n == -FI_EAVAIL) n = reap_error(rail, b);
+  cq_unlock(rail);
+  if (n == -FI_EAGAIN) return 0;
+  if (b->has_err) return n;
+  if (n < 0) {
+    SRD_WARN("rail %s: fi_cq_read failed: %s", rail->name, fi_strerror(-n));
+    return n;
+  }
+  b->n = n;
+  return n;
+}
+
+void srd_rail_dispatch(struct srd_rail *rail, struct srd_rail_batch *b) {
+  if (rail->reorder) dispatch_reordered(rail, b->e, b->n);
+  else
+    for (int i = 0; i < b->n; i++) dispatch(rail, &b->e[i]);
+  if (b->has_err) dispatch_error(rail, b);
+}
+
 int srd_rail_poll(struct srd_rail *rail, int max) {
-  struct fi_cq_data_entry e[16];
+  struct srd_rail_batch b;
   int total = 0;
   while (total < max) {
-    int n = (int)fi_cq_read(rail->cq, e, 16);
-    if (n == -FI_EAGAIN) break;
-    if (n == -FI_EAVAIL) {
-      int rc = read_error(rail);
-      if (rc < 0) return rc;
-      total++;
-      continue;
-    }
-    if (n < 0) {
-      SRD_WARN("rail %s: fi_cq_read failed: %s", rail->name, fi_strerror(-n));
-      return n;
-    }
-    if (rail->reorder) {
-      for (int i = n - 1; i > 0; i--) {
-        int j = rand() % (i + 1);
-        struct fi_cq_data_entry t = e[i];
-        e[i] = e[j], e[j] = t;
-      }
-      dispatch_reordered(rail, e, n);
-    } else {
-      for (int i = 0; i < n; i++) dispatch(rail, &e[i]);
-    }
+    int n = srd_rail_reap(rail, &b);
+    if (n < 0) return n;
+    if (n == 0) break;
+    srd_rail_dispatch(rail, &b);
     total += n;
-    if (n < 16) break;
+    if (!b.has_err && n < SRD_RAIL_BATCH) break;
   }
-  if (rail->reorder && total == 0 && rail->nheld) dispatch_reordered(rail, NULL, 0);
+  if (rail->reorder && total == 0 && rail->nheld) {
+    b.n = 0;
+    b.has_err = false;
+    srd_rail_dispatch(rail, &b);
+  }
   return total;
 }
 

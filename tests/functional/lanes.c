@@ -1,0 +1,123 @@
+/* Progress lanes (NCCL_SRD_PROGRESS_THREADS): every process here picks its
+ * own lane count, whatever the environment says.
+ *   lanes-running: with 2 lanes per NIC the plugin runs one named thread per
+ *     lane ("srd-d0-rN"), moves patterned messages both ways (eager, one
+ *     stripe, striped over the lanes), and an idle process's lanes back off:
+ *     together they use under a tenth of a core over a quiet second.
+ *   lanes-mixed: one side without threads (1 rail per NIC), the other with 3
+ *     lanes: the two rail counts map onto each other and data arrives intact
+ *     in both directions. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "srdtest.h"
+
+#define SETUP_MS 30000
+#define XFER_MS 30000
+#define VERSION 10
+#define QUIET_MS 1000
+#define LANE_PREFIX "srd-d0-r"
+
+static const size_t sizes[] = {0, 100, 8192, 64 << 10, 1 << 20, (4 << 20) + 136};
+#define NSIZES (sizeof sizes / sizeof sizes[0])
+
+struct lane_usage {
+  int threads;
+  long ticks; /* user + system clock ticks of every lane thread */
+};
+
+static struct lane_usage lane_usage(void) {
+  struct lane_usage u = {0, 0};
+  DIR *d = opendir("/proc/self/task");
+  ST_CHECK(d != NULL, "cannot list /proc/self/task");
+  for (struct dirent *e; (e = readdir(d));) {
+    if (e->d_name[0] == '.') continue;
+    char path[300], comm[64] = "", stat[1024] = "";
+    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) continue; /* the thread ended meanwhile */
+    if (!fgets(comm, sizeof comm, f)) comm[0] = 0;
+    fclose(f);
+    if (strncmp(comm, LANE_PREFIX, strlen(LANE_PREFIX))) continue;
+    u.threads++;
+    snprintf(path, sizeof path, "/proc/self/task/%s/stat", e->d_name);
+    if (!(f = fopen(path, "r"))) continue;
+    if (!fgets(stat, sizeof stat, f)) stat[0] = 0;
+    fclose(f);
+    /* Fields after the parenthesized name: state is 3, utime 14, stime 15. */
+    const char *p = strrchr(stat, ')');
+    long utime = 0, stime = 0;
+    if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %ld %ld", &utime, &stime) == 2)
+      u.ticks += utime + stime;
+  }
+  closedir(d);
+  return u;
+}
+
+static void use_lanes(int lanes) {
+  char v[16];
+  snprintf(v, sizeof v, "%d", lanes);
+  ST_CHECK(setenv("NCCL_SRD_PROGRESS_THREADS", v, 1) == 0, "setenv failed");
+}
+
+/* Every size from `sender` to `receiver` over a fresh comm pair. */
+static void one_way(int rank, int receiver, int sender, uint64_t seed) {
+  void *comm = st_pair_comm(rank, receiver, sender, SETUP_MS);
+  for (size_t i = 0; i < NSIZES; i++) {
+    if (rank == sender) st_send_one(comm, sizes[i], seed + i, (int)i, XFER_MS);
+    else st_recv_one(comm, sizes[i], seed + i, (int)i, XFER_MS);
+  }
+  ST_NCCL(rank == sender ? st_net_close_send(comm) : st_net_close_recv(comm));
+}
+
+static int running(int rank, int nranks, void *arg) {
+  (void)nranks;
+  use_lanes(2);
+  st_setup(arg, st_version(VERSION));
+  one_way(rank, 0, 1, 100);
+  one_way(rank, 1, 0, 200);
+  struct lane_usage before = lane_usage();
+  ST_CHECK(before.threads >= 2 && before.threads % 2 == 0,
+           "%d lane threads named " LANE_PREFIX "* with 2 lanes per NIC (expected 2 per NIC)", before.threads);
+  st_sleep_ms(QUIET_MS);
+  struct lane_usage after = lane_usage();
+  long hz = sysconf(_SC_CLK_TCK), used_ms = (after.ticks - before.ticks) * 1000 / (hz > 0 ? hz : 100);
+  st_note("%d lane threads used %ld ms of CPU over %d quiet ms", after.threads, used_ms, QUIET_MS);
+  ST_CHECK(used_ms * 10 < QUIET_MS, "idle lanes used %ld ms of CPU in %d ms: they do not back off", used_ms,
+           QUIET_MS);
+  st_barrier(SETUP_MS);
+  ST_NCCL(st_net_finalize());
+  return 0;
+}
+
+static int mixed(int rank, int nranks, void *arg) {
+  (void)nranks;
+  use_lanes(rank == 0 ? 0 : 3);
+  st_setup(arg, st_version(VERSION));
+  one_way(rank, 0, 1, 300);
+  one_way(rank, 1, 0, 400);
+  st_barrier(SETUP_MS);
+  ST_NCCL(st_net_finalize());
+  return 0;
+}
+
+static int run2(const struct st_ctx *ctx, st_rank_fn fn) {
+  char label[128];
+  snprintf(label, sizeof label, "%s[%s]", ctx->test, ctx->provider);
+  struct st_group_opts opts = {.timeout_s = 120};
+  return st_group_run(label, 2, fn, (void *)ctx, &opts);
+}
+
+static int case_running(const struct st_ctx *ctx) { return run2(ctx, running); }
+static int case_mixed(const struct st_ctx *ctx) { return run2(ctx, mixed); }
+
+int main(int argc, char **argv) {
+  static const struct st_case cases[] = {
+      {"lanes-running", case_running},
+      {"lanes-mixed", case_mixed},
+  };
+  return st_main(argc, argv, cases, 2);
+}
