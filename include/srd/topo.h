@@ -44,10 +44,20 @@ int srd_ifname_match(const char *spec, const char *name);
 
 /* One NCCL device: the rails PCIe-local to one GPU (or every rail when there
  * is no GPU or no PCI NIC). */
+/* How close a device's rails are to its GPU (the tier the grouping used). */
+enum srd_locality {
+  SRD_LOCALITY_NO_GPU = -1,  /* a device of every rail, no GPU to serve */
+  SRD_LOCALITY_SWITCH = 0,   /* behind the GPU's PCIe switch */
+  SRD_LOCALITY_NUMA,         /* same NUMA node: traffic crosses the host bridge */
+  SRD_LOCALITY_MACHINE,      /* anywhere: traffic also crosses the CPU interconnect */
+};
+const char *srd_locality_name(int locality);
+
 struct srd_device_group {
   int nrails;
   int rails[SRD_MAX_RAILS]; /* indexes into srd_nic_list.nics, closest first */
   int gpu;                  /* index of the GPU it serves, -1 when none */
+  int locality;             /* enum srd_locality */
   int numa;                 /* NUMA node of the first rail, -1 unknown */
   char pci_path[256];       /* sysfs path of the closest NIC, "" when not PCI */
   int speed_mbps;           /* sum over the rails */

@@ -6,7 +6,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <hwloc.h>
 #include <stdlib.h>
 
 #include <rdma/fabric.h>
@@ -118,90 +117,20 @@ static void check_efa_without_rdma(struct info_report *r) {
   fi_freeinfo(hints);
 }
 
-/* GPUs in the order the grouping numbers them: NVIDIA PCI display or 3D
- * controllers, plus devices under CUDA/NVML OS devices, by bus id. */
-static int is_gpu(hwloc_obj_t pci) {
-  const struct hwloc_pcidev_attr_s *p = &pci->attr->pcidev;
-  return p->vendor_id == 0x10de && (p->class_id == 0x0300 || p->class_id == 0x0302);
-}
-
-static hwloc_obj_t gpu_under_osdev(hwloc_obj_t osdev) {
-  const char *name = osdev->name ? osdev->name : "";
-  if (!(osdev->attr->osdev.type == HWLOC_OBJ_OSDEV_COPROC && !strncmp(name, "cuda", 4)) &&
-      !(osdev->attr->osdev.type == HWLOC_OBJ_OSDEV_GPU && !strncmp(name, "nvml", 4)))
-    return NULL;
-  hwloc_obj_t p = osdev->parent;
-  while (p && p->type != HWLOC_OBJ_PCI_DEVICE) p = p->parent;
-  return p;
-}
-
-static uint64_t bus_key(hwloc_obj_t o) {
-  const struct hwloc_pcidev_attr_s *p = &o->attr->pcidev;
-  return ((uint64_t)p->domain << 24) | ((uint64_t)p->bus << 16) | ((uint64_t)p->dev << 8) | p->func;
-}
-
-static int cmp_bus(const void *a, const void *b) {
-  uint64_t x = bus_key(*(const hwloc_obj_t *)a), y = bus_key(*(const hwloc_obj_t *)b);
-  return x < y ? -1 : x > y;
-}
-
-static int depth_of(hwloc_obj_t o) {
-  int d = 0;
-  for (; o->parent; o = o->parent) d++;
-  return d;
-}
-
-/* PCIe-local: the closest common ancestor is a PCI-to-PCI bridge (a switch),
- * not a host bridge or anything on the CPU side. */
-static int share_switch(hwloc_obj_t a, hwloc_obj_t b) {
-  int da = depth_of(a), db = depth_of(b);
-  for (; da > db; da--) a = a->parent;
-  for (; db > da; db--) b = b->parent;
-  while (a != b) a = a->parent, b = b->parent;
-  return a->type == HWLOC_OBJ_BRIDGE && a->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_PCI;
-}
-
 /* A GPU without a NIC behind its PCIe switch sends every byte across the
  * host bridge (and perhaps the CPU interconnect): the grouping still gives it
  * rails, so only a warning says so. */
 static void check_gpu_locality(struct info_report *r) {
-  hwloc_topology_t topo;
-  if (hwloc_topology_init(&topo)) return;
-  hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_ALL);
-  const char *xml = srd_param_str(SRD_PARAM_TOPO_FILE);
-  if ((xml && hwloc_topology_set_xml(topo, xml)) || hwloc_topology_load(topo)) {
-    hwloc_topology_destroy(topo);
-    return;
+  for (int gpu = 0; gpu < r->topo.ngpus; gpu++) {
+    /* Without a PCI NIC the grouping gives one device of every rail and no GPU. */
+    int locality = SRD_LOCALITY_NO_GPU;
+    for (int g = 0; g < r->topo.ngroups; g++)
+      if (r->topo.groups[g].gpu == gpu) locality = r->topo.groups[g].locality;
+    if (locality == SRD_LOCALITY_SWITCH) continue;
+    warn(r, "GPU %d has no NIC behind its PCIe switch: its traffic crosses the host bridge (%s)", gpu,
+         locality == SRD_LOCALITY_NO_GPU ? "no NIC of ours is a PCI device in the topology"
+                                         : srd_locality_name(locality));
   }
-  hwloc_obj_t gpus[SRD_MAX_RAILS];
-  int ngpus = 0;
-  for (hwloc_obj_t o = NULL; (o = hwloc_get_next_osdev(topo, o));) {
-    hwloc_obj_t g = gpu_under_osdev(o);
-    int seen = 0;
-    for (int i = 0; g && i < ngpus; i++) seen |= gpus[i] == g;
-    if (g && !seen && ngpus < SRD_MAX_RAILS) gpus[ngpus++] = g;
-  }
-  for (hwloc_obj_t o = NULL; (o = hwloc_get_next_pcidev(topo, o));) {
-    int seen = 0;
-    for (int i = 0; i < ngpus; i++) seen |= gpus[i] == o;
-    if (is_gpu(o) && !seen && ngpus < SRD_MAX_RAILS) gpus[ngpus++] = o;
-  }
-  qsort(gpus, (size_t)ngpus, sizeof(gpus[0]), cmp_bus);
-  for (int g = 0; g < ngpus; g++) {
-    int local = 0;
-    for (int i = 0; i < r->nics.n && !local; i++) {
-      hwloc_obj_t nic = r->nics.nics[i].pci_bus_id[0]
-                            ? hwloc_get_pcidev_by_busidstring(topo, r->nics.nics[i].pci_bus_id)
-                            : NULL;
-      local = nic && share_switch(gpus[g], nic);
-    }
-    const struct hwloc_pcidev_attr_s *p = &gpus[g]->attr->pcidev;
-    if (!local)
-      warn(r, "GPU %d (PCI %04x:%02x:%02x.%x) has no NIC behind its PCIe switch: its traffic crosses the host "
-              "bridge",
-           g, p->domain, p->bus, p->dev, p->func);
-  }
-  hwloc_topology_destroy(topo);
 }
 
 static int module_loaded(const char *name) {

@@ -67,8 +67,9 @@ static void print_text(const struct info_report *r) {
     printf("\nNCCL devices (%d GPU%s found)\n", r->topo.ngpus, r->topo.ngpus == 1 ? "" : "s");
     for (int g = 0; g < r->topo.ngroups; g++) {
       const struct srd_device_group *grp = &r->topo.groups[g];
-      char gpu[16];
-      snprintf(gpu, sizeof(gpu), grp->gpu < 0 ? "none" : "%d", grp->gpu);
+      char gpu[64];
+      if (grp->gpu < 0) snprintf(gpu, sizeof(gpu), "none");
+      else snprintf(gpu, sizeof(gpu), "%d (rails: %s)", grp->gpu, srd_locality_name(grp->locality));
       printf("  dev %d  nearest GPU %s, numa %d, %d Mbps, %d rail%s, pci %s\n", g, gpu, grp->numa, grp->speed_mbps,
              grp->nrails, grp->nrails == 1 ? "" : "s", grp->pci_path[0] ? grp->pci_path : "none");
       for (int k = 0; k < grp->nrails; k++) {
@@ -154,6 +155,8 @@ static int print_json(const struct info_report *r) {
     json_int(&w, "index", g);
     if (grp->gpu >= 0) json_int(&w, "gpu", grp->gpu);
     else json_null(&w, "gpu");
+    if (grp->gpu >= 0) json_string(&w, "locality", srd_locality_name(grp->locality));
+    else json_null(&w, "locality");
     json_int(&w, "numa", grp->numa);
     json_int(&w, "speed_mbps", grp->speed_mbps);
     json_string(&w, "pci_path", grp->pci_path[0] ? grp->pci_path : NULL);

@@ -21,13 +21,19 @@
 #define PCI_CLASS_VGA 0x0300
 #define PCI_CLASS_3D 0x0302
 
-enum tier { TIER_SWITCH, TIER_NUMA, TIER_MACHINE };
-static const char *const tier_names[] = {"same PCIe switch", "same NUMA node", "machine (no closer NIC)"};
+const char *srd_locality_name(int locality) {
+  switch (locality) {
+  case SRD_LOCALITY_SWITCH: return "same PCIe switch";
+  case SRD_LOCALITY_NUMA: return "same NUMA node";
+  case SRD_LOCALITY_MACHINE: return "machine (no closer NIC)";
+  default: return "no GPU";
+  }
+}
 
 struct gpu {
   hwloc_obj_t obj;
   int numa;
-  enum tier tier;
+  enum srd_locality tier;
   uint64_t candidates; /* bit i: nics->nics[i] */
   uint64_t switch_local;
 };
@@ -234,12 +240,12 @@ static void choose_candidates(struct placement *pl) {
     for (int i = 0; i < pl->nnics; i++)
       if ((all >> i & 1) && gpu->numa >= 0 && pl->nic_numa[i] == gpu->numa) numa_local |= 1ull << i;
     if (gpu->switch_local) {
-      gpu->tier = TIER_SWITCH, gpu->candidates = gpu->switch_local;
+      gpu->tier = SRD_LOCALITY_SWITCH, gpu->candidates = gpu->switch_local;
     } else if (numa_local) {
-      gpu->tier = TIER_NUMA;
+      gpu->tier = SRD_LOCALITY_NUMA;
       gpu->candidates = (numa_local & ~claimed) ? (numa_local & ~claimed) : numa_local;
     } else {
-      gpu->tier = TIER_MACHINE, gpu->candidates = all;
+      gpu->tier = SRD_LOCALITY_MACHINE, gpu->candidates = all;
     }
   }
 }
@@ -297,6 +303,7 @@ static void group_everything(const struct placement *pl, const struct srd_nic_li
                              struct srd_topo *out, const char *why) {
   struct srd_device_group *grp = &out->groups[0];
   grp->gpu = -1;
+  grp->locality = SRD_LOCALITY_NO_GPU;
   for (int i = 0; i < pl->nnics && (!max_rails || grp->nrails < max_rails); i++) add_rail(grp, nics, i);
   finish_group(grp, nics, pl->nic_numa);
   out->ngroups = 1;
@@ -310,6 +317,7 @@ static void group_by_gpu(const struct placement *pl, const struct srd_nic_list *
     uint64_t share = share_of(pl, g);
     int nshare = popcount64(share);
     grp->gpu = g;
+    grp->locality = pl->gpus[g].tier;
     /* Closest first (fewest PCI hops), ties in list order. */
     int hops[SRD_MAX_RAILS];
     for (int i = 0; i < pl->nnics; i++)
@@ -323,7 +331,7 @@ static void group_by_gpu(const struct placement *pl, const struct srd_nic_list *
     }
     finish_group(grp, nics, pl->nic_numa);
     char why[160];
-    snprintf(why, sizeof(why), "%s, %d of %d candidate NIC(s)%s", tier_names[pl->gpus[g].tier], nshare,
+    snprintf(why, sizeof(why), "%s, %d of %d candidate NIC(s)%s", srd_locality_name(pl->gpus[g].tier), nshare,
              popcount64(pl->gpus[g].candidates), grp->nrails < nshare ? ", capped by max rails" : "");
     log_group(grp, nics, g, why);
   }

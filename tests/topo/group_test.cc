@@ -199,6 +199,9 @@ TEST(TopoGroup, MixedTiersPreferUnclaimedNics) {
   EXPECT_EQ(std::vector<int>{1}, rails(topo.groups[0]));
   EXPECT_EQ(std::vector<int>{0}, rails(topo.groups[1]));
   EXPECT_EQ((std::vector<int>{0, 1}), rails(topo.groups[2]));
+  EXPECT_EQ(SRD_LOCALITY_SWITCH, topo.groups[0].locality);
+  EXPECT_EQ(SRD_LOCALITY_NUMA, topo.groups[1].locality);
+  EXPECT_EQ(SRD_LOCALITY_MACHINE, topo.groups[2].locality);
   EXPECT_EQ(200000, topo.groups[2].speed_mbps);
   EXPECT_EQ(0, topo.groups[2].numa);
   EXPECT_EQ(nics.path(0), topo.groups[2].pci_path);
@@ -211,6 +214,7 @@ TEST(TopoGroup, NoGpuGivesOneGroupOfEveryRail) {
   EXPECT_EQ(0, topo.ngpus);
   ASSERT_EQ(1, topo.ngroups);
   EXPECT_EQ(-1, topo.groups[0].gpu);
+  EXPECT_EQ(SRD_LOCALITY_NO_GPU, topo.groups[0].locality);
   EXPECT_EQ((std::vector<int>{0, 1, 2}), rails(topo.groups[0]));
   EXPECT_EQ(75000, topo.groups[0].speed_mbps);
   EXPECT_EQ(nics.path(0), topo.groups[0].pci_path);
@@ -224,6 +228,7 @@ TEST(TopoGroup, NoPciNicGivesOneGroupEvenWithGpus) {
   EXPECT_EQ(8, topo.ngpus);
   ASSERT_EQ(1, topo.ngroups);
   EXPECT_EQ(-1, topo.groups[0].gpu);
+  EXPECT_EQ(SRD_LOCALITY_NO_GPU, topo.groups[0].locality);
   EXPECT_EQ((std::vector<int>{0, 1, 2}), rails(topo.groups[0]));
   EXPECT_STREQ("", topo.groups[0].pci_path);
   EXPECT_EQ(-1, topo.groups[0].numa);
