@@ -659,7 +659,20 @@ static void *lane_main(void *arg) {
   return NULL;
 }
 
+/* Lanes pay off only with cores to run on: each polls without pause while
+ * the process is busy. */
+static void warn_if_few_cpus(const struct srd_dev *dev) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set)) return;
+  int cpus = CPU_COUNT(&set);
+  if (dev->nrails + 1 > cpus)
+    SRD_WARN("device %d: %d progress threads and NCCL's proxy thread share %d CPU(s): they compete for cores "
+             "(lower bandwidth, much higher latency); NCCL_SRD_PROGRESS_THREADS=0 polls from NCCL's thread instead",
+             dev->index, dev->nrails, cpus);
+}
+
 static void start_lanes(struct srd_dev *dev) {
+  warn_if_few_cpus(dev);
   dev->lanes = calloc((size_t)dev->nrails, sizeof(*dev->lanes));
   if (!dev->lanes) {
     SRD_WARN("device %d: out of memory for progress lanes; progress threads off", dev->index);
