@@ -77,13 +77,14 @@ static int setup_buffers(struct srd_rail *rail) {
 
 /* shm names its shared-memory region after the process id unless told
  * otherwise; a region left by a killed process then blocks a later process
- * that gets the same pid. A random name cannot collide. */
+ * that gets the same pid. A random name cannot collide. Fixed-width fields:
+ * both sides' names must have one length (pids of 4 and 5 digits). */
 static int name_host_local_endpoint(struct srd_rail *rail, struct fid_ep *ep, int i) {
   if (strcmp(rail->info->fabric_attr->prov_name, "shm")) return 0;
   uint64_t r;
   if (getrandom(&r, sizeof(r), 0) != sizeof(r)) r = (uint64_t)(uintptr_t)ep ^ (uint64_t)time(NULL);
   char name[SRD_EP_NAME_MAX];
-  snprintf(name, sizeof(name), "srd-%d-%016llx-%d-%d", (int)getpid(), (unsigned long long)r, rail->index, i);
+  snprintf(name, sizeof(name), "srd-%010d-%016llx-%03d-%d", (int)getpid(), (unsigned long long)r, rail->index, i);
   return fi_setname(&ep->fid, name, strlen(name) + 1);
 }
 
