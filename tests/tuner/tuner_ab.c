@@ -55,23 +55,19 @@ struct bench {
   float *send, *recv, *host;
 };
 
-#define CUDA_OK(x)                                                                              \
-  do {                                                                                          \
-    cudaError_t e_ = (x);                                                                       \
-    if (e_ != cudaSuccess) {                                                                    \
-      fprintf(stderr, "rank %d: %s: %s (%s:%d)\n", b->rank, #x, cudaGetErrorString(e_), __FILE__, \
-              __LINE__);                                                                        \
-      exit(1);                                                                                  \
-    }                                                                                           \
+static void fail_call(int rank, const char *call, const char *why, int line) {
+  fprintf(stderr, "rank %d: %s: %s (line %d)\n", rank, call, why, line);
+  exit(1);
+}
+#define CUDA_OK(x)                                                                   \
+  do {                                                                               \
+    cudaError_t e_ = (x);                                                            \
+    if (e_ != cudaSuccess) fail_call(b->rank, #x, cudaGetErrorString(e_), __LINE__); \
   } while (0)
-#define NCCL_OK(x)                                                                              \
-  do {                                                                                          \
-    ncclResult_t r_ = (x);                                                                      \
-    if (r_ != ncclSuccess) {                                                                    \
-      fprintf(stderr, "rank %d: %s: %s (%s:%d)\n", b->rank, #x, ncclGetErrorString(r_), __FILE__, \
-              __LINE__);                                                                        \
-      exit(1);                                                                                  \
-    }                                                                                           \
+#define NCCL_OK(x)                                                                   \
+  do {                                                                               \
+    ncclResult_t r_ = (x);                                                           \
+    if (r_ != ncclSuccess) fail_call(b->rank, #x, ncclGetErrorString(r_), __LINE__); \
   } while (0)
 
 static size_t parse_size(const char *s) {
