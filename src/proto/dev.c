@@ -67,6 +67,12 @@ static int lanes_that_fit(int want, int nnics, int neps) {
   return lanes < 1 ? 1 : lanes;
 }
 
+/* CPUs this process may run on, 0 when unknown. */
+static int cpus_available(void) {
+  cpu_set_t set;
+  return sched_getaffinity(0, sizeof(set), &set) ? 0 : CPU_COUNT(&set);
+}
+
 static void close_rails(struct srd_dev *dev) {
   for (int i = 0; i < dev->nrails; i++) srd_rail_close(&dev->rails[i]);
   free(dev->rails);
@@ -130,6 +136,11 @@ int srd_dev_open(struct srd_dev *dev) {
   SRD_INFO(NCCL_INIT | NCCL_NET, "device %d: %d NIC(s) x %d lane(s) = %d rail(s), %d endpoint(s) each, %d path(s); "
            "completions polled by %s", dev->index, dev->nnics, dev->lanes_per_nic, dev->nrails, dev->neps,
            dev->npaths, dev->threaded ? "one thread per lane" : "the caller's thread");
+  /* Over kernel TCP one polling thread caps bandwidth near 3 GB/s (BENCHMARKS.md). */
+  if (!dev->threaded && !strncmp(dev->rails[0].info->fabric_attr->prov_name, "tcp", 3) && cpus_available() >= 8)
+    SRD_INFO(NCCL_INIT | NCCL_NET, "device %d: tcp with %d CPU(s): NCCL_SRD_PROGRESS_THREADS=4 spreads the socket "
+             "copies over 4 threads (2.3x all_reduce bandwidth measured with cores to spare)", dev->index,
+             cpus_available());
   dev->open = true;
   return 0;
 }
@@ -662,10 +673,8 @@ static void *lane_main(void *arg) {
 /* Lanes pay off only with cores to run on: each polls without pause while
  * the process is busy. */
 static void warn_if_few_cpus(const struct srd_dev *dev) {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set)) return;
-  int cpus = CPU_COUNT(&set);
-  if (dev->nrails + 1 > cpus)
+  int cpus = cpus_available();
+  if (cpus && dev->nrails + 1 > cpus)
     SRD_WARN("device %d: %d progress threads and NCCL's proxy thread share %d CPU(s): they compete for cores "
              "(lower bandwidth, much higher latency); NCCL_SRD_PROGRESS_THREADS=0 polls from NCCL's thread instead",
              dev->index, dev->nrails, cpus);
