@@ -67,6 +67,13 @@ static void group_everything(void) {
   }
 }
 
+/* Every entry from NCCL takes the device lock; with progress lanes it also
+ * tells them NCCL is active, so they keep polling instead of sleeping. */
+static void enter_dev(struct srd_dev *dev) {
+  srd_dev_kick(dev);
+  pthread_mutex_lock(&dev->lock);
+}
+
 static int setup_devices(void) {
   if (srd_topo_discover(&g.nics)) return -1;
   int cap = (int)srd_param_int(SRD_PARAM_RAILS);
@@ -165,8 +172,7 @@ ncclResult_t srd_net_get_properties(int d, struct srd_props *p) {
 ncclResult_t srd_net_listen(int d, void *handle, void **listen_comm) {
   struct srd_dev *dev = open_dev(d);
   if (!dev || !handle || !listen_comm) return ncclInvalidArgument;
-  srd_dev_kick(dev);
-  pthread_mutex_lock(&dev->lock);
+  enter_dev(dev);
   int rc = srd_listen(dev, handle, (struct srd_listener **)listen_comm);
   pthread_mutex_unlock(&dev->lock);
   return (ncclResult_t)rc;
@@ -177,8 +183,7 @@ ncclResult_t srd_net_connect(int d, void *handle, void **send_comm) {
   *send_comm = NULL;
   struct srd_dev *dev = open_dev(d);
   if (!dev || !handle) return ncclInvalidArgument;
-  srd_dev_kick(dev);
-  pthread_mutex_lock(&dev->lock);
+  enter_dev(dev);
   int rc = srd_connect(dev, handle, (struct srd_comm **)send_comm);
   pthread_mutex_unlock(&dev->lock);
   return (ncclResult_t)rc;
@@ -188,8 +193,7 @@ ncclResult_t srd_net_accept(void *listen_comm, void **recv_comm) {
   struct srd_listener *l = listen_comm;
   if (!l || !recv_comm) return ncclInvalidArgument;
   *recv_comm = NULL;
-  srd_dev_kick(l->dev);
-  pthread_mutex_lock(&l->dev->lock);
+  enter_dev(l->dev);
   int rc = srd_accept(l, (struct srd_comm **)recv_comm);
   pthread_mutex_unlock(&l->dev->lock);
   return (ncclResult_t)rc;
@@ -226,8 +230,7 @@ ncclResult_t srd_net_dereg_mr(void *comm, void *mhandle) {
 ncclResult_t srd_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void **request) {
   struct srd_comm *c = send_comm;
   if (!c || !c->is_send || !request) return ncclInvalidArgument;
-  srd_dev_kick(c->dev);
-  pthread_mutex_lock(&c->dev->lock);
+  enter_dev(c->dev);
   int rc = srd_proto_isend(c, data, size, tag, mhandle, (struct srd_req **)request);
   if (rc == 0 && !*request) {
     /* No clear-to-send yet: reap what arrived and look once more. */
@@ -242,8 +245,7 @@ ncclResult_t srd_net_irecv(void *recv_comm, int n, void **data, const size_t *si
                            void **request) {
   struct srd_comm *c = recv_comm;
   if (!c || c->is_send || !request || !data || !sizes || !mhandles) return ncclInvalidArgument;
-  srd_dev_kick(c->dev);
-  pthread_mutex_lock(&c->dev->lock);
+  enter_dev(c->dev);
   int rc = srd_proto_irecv(c, n, data, sizes, tags, (struct srd_mr_ref **)mhandles, (struct srd_req **)request);
   pthread_mutex_unlock(&c->dev->lock);
   return (ncclResult_t)rc;
