@@ -1,0 +1,142 @@
+#!/bin/bash
+# On the GPU device machine: our net plugin against NCCL's Socket transport in
+# one call, nccl-tests all_reduce, interleaved per rank count so drift hits
+# every variant alike (issue 13's table).
+#
+#   bash tests/device/compare.sh      # from the root of the carried checkout
+#
+# Needs .device/install (make install of this tree), .device/gpu-env.sh and
+# nccl-tests as source in .device/nccl-tests (built here with MPI) or built
+# (NCCL_TESTS=dir with *_perf).
+# Variants: socket (NCCL_NET=Socket), srd (our plugin, no NCCL_SRD_* set),
+# srd-nolanes (NCCL_SRD_PROGRESS_THREADS=0); FORCED adds runs of socket and srd
+# with NCCL_ALGO/NCCL_PROTO forced equal, small sizes only (per-hop cost).
+# Knobs: RANKS="2 4 8" VARIANTS="socket srd srd-nolanes"
+#        FORCED="Ring/LL Tree/LL Ring/Simple" (empty: none) SMALL_MAX=128K
+#        RUN_TIMEOUT=180 BUDGET_S= (no new run starts after this many seconds)
+# Writes to $OUT (or ./compare-out): a log per run and summary.md.
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+out=${OUT:-./compare-out}
+mkdir -p "$out"
+start=$SECONDS
+
+if ! declare -f mpiranks >/dev/null; then
+  # shellcheck disable=SC1091
+  . ./.device/gpu-env.sh
+fi
+RANKS=${RANKS:-"2 4 8"}
+VARIANTS=${VARIANTS:-"socket srd srd-nolanes"}
+FORCED=${FORCED-"Ring/LL Tree/LL Ring/Simple"}
+SMALL_MAX=${SMALL_MAX:-128K}
+RUN_TIMEOUT=${RUN_TIMEOUT:-180}
+net=$PWD/.device/install/lib/libnccl-net-srd.so
+[ -e "$net" ] || { echo "no plugin at $net (make install into .device/install)" | tee "$out/error.txt"; exit 1; }
+
+tests_dir=${NCCL_TESTS:-}
+if [ -z "$tests_dir" ]; then
+  src=$PWD/.device/nccl-tests
+  tests_dir=$src/build
+  if [ ! -x "$tests_dir/all_reduce_perf" ] && [ -f "$src/Makefile" ]; then
+    make -C "$src" -j16 MPI=1 MPI_HOME="$SRD_MPI_HOME" NCCL_HOME="$SRD_NCCL_HOME" CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}" \
+      >"$out/nccl-tests-build.log" 2>&1 || { echo "nccl-tests build failed" | tee "$out/error.txt"; exit 1; }
+  fi
+fi
+[ -x "$tests_dir/all_reduce_perf" ] || { echo "no nccl-tests in $tests_dir" | tee "$out/error.txt"; exit 1; }
+
+{
+  date -u
+  git log -1 --format='commit %h %s' 2>/dev/null
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1
+  python3 -c 'import torch;print("NCCL", torch.cuda.nccl.version())' 2>&1
+  echo "cpus $(nproc) ranks=$RANKS variants=$VARIANTS forced=$FORCED"
+} >"$out/env.txt"
+
+export NCCL_TESTS_DEVICE=0 NCCL_DEBUG=WARN FI_PROVIDER=tcp
+unset NCCL_DEBUG_SUBSYS NCCL_ALGO NCCL_PROTO NCCL_NET NCCL_NET_PLUGIN NCCL_TUNER_PLUGIN
+for v in $(env | grep -oE '^NCCL_SRD_[A-Z_]+'); do unset "$v"; done
+
+skipped=
+# run TAG VARIANT N ALGO/PROTO RANGES...: one log per tag; each range "b e iters warmup".
+run() {
+  local tag=$1 variant=$2 n=$3 forced=$4 log envs
+  shift 4
+  log=$out/$tag.log
+  if [ -n "${BUDGET_S:-}" ] && ((SECONDS - start > BUDGET_S)); then skipped="$skipped $tag"; return; fi
+  case $variant in
+    socket) envs="NCCL_NET=Socket" ;;
+    srd) envs="NCCL_NET_PLUGIN=$net" ;;
+    srd-nolanes) envs="NCCL_NET_PLUGIN=$net NCCL_SRD_PROGRESS_THREADS=0" ;;
+  esac
+  [ "$forced" = - ] || envs="$envs NCCL_ALGO=${forced%/*} NCCL_PROTO=${forced#*/}"
+  echo "# $envs" >"$log"
+  local range
+  for range in "$@"; do
+    # shellcheck disable=SC2086
+    set -- $range
+    env $envs timeout "$RUN_TIMEOUT" bash -c "$(declare -f mpiranks); mpiranks $n $tests_dir/all_reduce_perf -b $1 -e $2 -f 2 -g 1 -n $3 -w $4 -c 1" \
+      >>"$log" 2>&1
+    echo "# exit $? range $1-$2" >>"$log"
+  done
+}
+
+for n in $RANKS; do
+  for v in $VARIANTS; do
+    run "$n-$v" "$v" "$n" - "8 $SMALL_MAX 50 10" "2M 2M 20 5" "128M 128M 5 2" "256M 1G 5 2"
+  done
+  for f in $FORCED; do
+    for v in socket srd; do run "$n-$v-${f/\//-}" "$v" "$n" "$f" "8 $SMALL_MAX 50 10"; done
+  done
+done
+
+# rows LOG: "size time_us busbw wrong" of the out-of-place columns.
+rows() { awk '$1 ~ /^[0-9]+$/ && NF >= 13 {print $1, $6, $8, $9 + $13}' "$1" 2>/dev/null; }
+# at LOG SIZE FIELD(2 time, 3 busbw): one value or "-".
+at() { rows "$1" | awk -v s="$2" -v f="$3" '$1 == s {v = $f} END {print v == "" ? "-" : v}'; }
+wrong() { rows "$1" | awk '{w += $4} END {print w + 0}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b}'; }
+
+{
+  echo "# Plugin vs NCCL Socket, all_reduce ($(date -u +%F))"
+  echo
+  sed 's/^/    /' "$out/env.txt"
+  echo
+  echo "Times are out-of-place us; busbw GB/s; x = ratio to Socket in the same call (time: < 1 is faster, busbw: > 1 is better)."
+  echo
+  echo "| ranks | variant | 8 B | 1 KiB | 128 KiB | 2 MiB | 128 MiB busbw | 256 MiB busbw | 1 GiB busbw | #wrong |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
+  for n in $RANKS; do
+    s=$out/$n-socket.log
+    for v in $VARIANTS; do
+      l=$out/$n-$v.log
+      line="| $n | $v |"
+      for size in 8 1024 131072 2097152; do
+        t=$(at "$l" $size 2)
+        if [ "$v" = socket ]; then line="$line $t |"; else line="$line $t (x$(ratio "$t" "$(at "$s" $size 2)")) |"; fi
+      done
+      for size in 134217728 268435456 1073741824; do
+        b=$(at "$l" $size 3)
+        if [ "$v" = socket ]; then line="$line $b |"; else line="$line $b (x$(ratio "$b" "$(at "$s" $size 3)")) |"; fi
+      done
+      echo "$line $(wrong "$l") |"
+    done
+  done
+  if [ -n "$FORCED" ]; then
+    echo
+    echo "Forced equal (NCCL_ALGO/NCCL_PROTO on both sides), out-of-place us:"
+    echo
+    echo "| ranks | algo/proto | size | Socket | ours | ours/Socket |"
+    echo "|---|---|---|---|---|---|"
+    for n in $RANKS; do
+      for f in $FORCED; do
+        for size in 8 1024 131072; do
+          a=$(at "$out/$n-socket-${f/\//-}.log" $size 2)
+          b=$(at "$out/$n-srd-${f/\//-}.log" $size 2)
+          echo "| $n | $f | $size | $a | $b | $(ratio "$b" "$a") |"
+        done
+      done
+    done
+  fi
+  [ -z "$skipped" ] || printf '\nSkipped (budget):%s\n' "$skipped"
+} >"$out/summary.md"
+cat "$out/summary.md"
