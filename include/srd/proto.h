@@ -26,6 +26,7 @@
 #include "srd/mr.h"
 #include "srd/rail.h"
 #include "srd/sched.h"
+#include "srd/sys.h"
 #include "srd/topo.h"
 #include "srd/wire.h"
 
@@ -90,6 +91,7 @@ struct srd_unexpected { /* eager data that arrived before its receive */
 };
 
 struct srd_dev;
+struct srd_listener;
 
 struct srd_comm {
   struct srd_dev *dev;
@@ -140,21 +142,6 @@ struct srd_early_msg {
   char data[];
 };
 
-struct srd_pending_hello {
-  struct srd_pending_hello *next;
-  struct srd_msg_peer peer;
-  uint8_t names[];
-};
-
-struct srd_listener {
-  struct srd_dev *dev;
-  struct srd_listener *next;
-  uint32_t id;
-  uint64_t cookie;
-  struct srd_pending_hello *hellos;
-  struct srd_comm *accepting; /* accepted, answer not yet posted */
-};
-
 /* The progress thread of one rail (lane). */
 struct srd_lane {
   struct srd_dev *dev;
@@ -171,6 +158,7 @@ struct srd_dev {
   int nnics;            /* NICs of the group; rail i is lane i / nnics of NIC i % nnics */
   int lanes_per_nic;
   bool threaded;        /* lane threads poll the CQs; callers do not */
+  struct srd_rail_handlers handlers; /* what the rails call with a completion: the comm layer's dispatch */
   struct srd_rail *rails;
   struct srd_lane *lanes; /* [nrails] when threaded */
   pid_t lanes_pid;        /* the process that started them */
@@ -205,12 +193,10 @@ struct srd_rail_mrs {
   struct fid_mr *mr[SRD_MAX_RAILS];
 };
 
-uint64_t srd_now_ms(void);
-uint64_t srd_random64(void);
-
 /* Device lifetime (src/proto/dev.c). Caller holds no lock. srd_dev_init once
- * before the first open; srd_dev_open starts the lane threads it asks for. */
-void srd_dev_init(struct srd_dev *dev, int index);
+ * before the first open, with the handlers of incoming completions (their arg
+ * becomes the device); srd_dev_open starts the lane threads it asks for. */
+void srd_dev_init(struct srd_dev *dev, int index, const struct srd_rail_handlers *h);
 int srd_dev_open(struct srd_dev *dev);
 void srd_dev_close(struct srd_dev *dev);
 /* Close, then release what srd_dev_init made. */
@@ -236,10 +222,17 @@ int srd_comm_set_peer(struct srd_comm *c, const struct srd_msg_peer *p);
 
 /* Progress: poll every rail, post what waits, probe silent peers. Lock held. */
 void srd_dev_progress(struct srd_dev *dev);
-/* Handshake messages are delivered here by the progress engine. */
-void srd_handshake_on_message(struct srd_dev *dev, const struct srd_msg *m);
-/* Deliver messages that arrived before the comm was ready. */
-void srd_comm_replay_early(struct srd_comm *c);
+/* Everything but the CQs: post what waits, and the periodic checks. */
+void srd_dev_progress_without_cqs(struct srd_dev *dev);
+/* The periodic checks (src/proto/probe.c): rails without a link fail every
+ * comm; comms that wait on a silent peer probe it. */
+void srd_dev_check_links(struct srd_dev *dev);
+void srd_dev_probe_silent_peers(struct srd_dev *dev, uint64_t now);
+/* Free closed comms whose last operation completed; all of them when the
+ * device's rails are gone (no completion can arrive any more). */
+void srd_dev_free_closed(struct srd_dev *dev, bool all);
+/* Start one progress thread per rail (src/proto/lanes.c). */
+void srd_dev_start_lanes(struct srd_dev *dev);
 
 /* Control messages to the peer of c: take a buffer on the next path (NULL
  * when none is free), encode into b->data, post. Posting returns -FI_EAGAIN

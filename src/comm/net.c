@@ -86,7 +86,7 @@ static int setup_devices(void) {
   g.ndevs = g.topo.ngroups;
   for (int d = 0; d < g.ndevs; d++) {
     struct srd_dev *dev = &g.devs[d];
-    srd_dev_init(dev, d);
+    srd_dev_init(dev, d, &srd_dispatch_handlers);
     dev->nics = &g.nics;
     dev->group = g.topo.groups[d];
     struct srd_mr_ops ops = {mr_reg, mr_dereg, dev};

@@ -1,0 +1,141 @@
+/* The device's comm table and a comm's lifetime: allocation, the peer's
+ * paths, failure, retirement and freeing. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nccl/types.h"
+#include "srd/log.h"
+#include "srd/proto.h"
+#include "srd/sys.h"
+
+struct srd_comm *srd_dev_comm_by_id(struct srd_dev *dev, uint32_t id) {
+  struct srd_comm *c = dev->comms[id & (SRD_MAX_COMMS - 1)];
+  return c && c->id == id ? c : NULL;
+}
+
+struct srd_comm *srd_comm_alloc(struct srd_dev *dev, bool is_send) {
+  int idx;
+  for (idx = 0; idx < SRD_MAX_COMMS && dev->comms[idx]; idx++) {
+  }
+  if (idx == SRD_MAX_COMMS) {
+    SRD_WARN("device %d: all %d comms in use", dev->index, SRD_MAX_COMMS);
+    return NULL;
+  }
+  struct srd_comm *c = calloc(1, sizeof(*c));
+  if (!c) return NULL;
+  c->dev = dev;
+  c->is_send = is_send;
+  c->id = (uint32_t)idx | (++dev->gen[idx] & 0xfffffu) << SRD_COMM_INDEX_BITS;
+  c->last_heard_ms = srd_now_ms();
+  c->listener_addr = FI_ADDR_NOTAVAIL;
+  for (int i = 0; i < SRD_REQS_PER_COMM; i++) c->reqs[i].comm = c;
+  dev->comms[idx] = c;
+  dev->ncomms++;
+  return c;
+}
+
+static void detach(struct srd_comm *c) {
+  struct srd_dev *dev = c->dev;
+  if (dev->comms[c->id & (SRD_MAX_COMMS - 1)] != c) return;
+  dev->comms[c->id & (SRD_MAX_COMMS - 1)] = NULL;
+  dev->ncomms--;
+}
+
+void srd_comm_retire(struct srd_comm *c) {
+  detach(c);
+  c->next_closed = c->dev->closed;
+  c->dev->closed = c;
+}
+
+void srd_dev_free_closed(struct srd_dev *dev, bool all) {
+  for (struct srd_comm **p = &dev->closed; *p;) {
+    struct srd_comm *c = *p;
+    if (all || c->ops_in_flight == 0) {
+      *p = c->next_closed;
+      srd_comm_free(c);
+    } else {
+      p = &c->next_closed;
+    }
+  }
+}
+
+void srd_comm_free(struct srd_comm *c) {
+  struct srd_dev *dev = c->dev;
+  if (c->listener_addr != FI_ADDR_NOTAVAIL) srd_rail_av_remove(&dev->rails[0], c->listener_addr);
+  if (c->inserted)
+    for (int i = 0; i < dev->nrails * c->remote_rails * c->remote_eps; i++)
+      if (c->inserted[i] != FI_ADDR_NOTAVAIL) srd_rail_av_remove(&dev->rails[i / (c->remote_rails * c->remote_eps)],
+                                                                 c->inserted[i]);
+  while (c->early) {
+    struct srd_early_msg *e = c->early;
+    c->early = e->next;
+    free(e);
+  }
+  while (c->unexpected) {
+    struct srd_unexpected *u = c->unexpected;
+    c->unexpected = u->next;
+    free(u);
+  }
+  for (int i = 0; i < SRD_CTS_RECORDS; i++) free(c->cts[i].keys);
+  detach(c);
+  free(c->peer);
+  free(c->inserted);
+  free(c);
+}
+
+void srd_comm_fail(struct srd_comm *c, int result, const char *fmt, ...) {
+  if (c->result) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(c->error, sizeof(c->error), fmt, ap);
+  va_end(ap);
+  c->result = result;
+  SRD_WARN("%s comm %#x: %s", c->is_send ? "send" : "recv", c->id, c->error);
+}
+
+/* Local rail i talks to remote rail i mod R. A remote rail r also writes into
+ * local rail r mod L, and SRD accepts traffic only from addresses in the AV,
+ * so each local rail inserts both its target and the rails that target it. */
+static bool rail_needs(int local, int nlocal, int remote, int nremote) {
+  return remote == local % nremote || remote % nlocal == local;
+}
+
+int srd_comm_set_peer(struct srd_comm *c, const struct srd_msg_peer *p) {
+  struct srd_dev *dev = c->dev;
+  int rpaths = p->nrails * p->neps;
+  if (p->name_len != dev->rails[0].ep_name_len) {
+    srd_comm_fail(c, ncclSystemError, "peer address length %d differs from ours (%zu): different providers on the two sides?",
+                  p->name_len, dev->rails[0].ep_name_len);
+    return -1;
+  }
+  c->remote_rails = p->nrails;
+  c->remote_eps = p->neps;
+  c->peer = calloc((size_t)dev->npaths, sizeof(*c->peer));
+  c->inserted = malloc((size_t)dev->nrails * rpaths * sizeof(*c->inserted));
+  if (!c->peer || !c->inserted) {
+    srd_comm_fail(c, ncclSystemError, "out of memory");
+    return -1;
+  }
+  for (int i = 0; i < dev->nrails * rpaths; i++) c->inserted[i] = FI_ADDR_NOTAVAIL;
+  for (int l = 0; l < dev->nrails; l++)
+    for (int r = 0; r < p->nrails; r++) {
+      if (!rail_needs(l, dev->nrails, r, p->nrails)) continue;
+      for (int e = 0; e < p->neps; e++) {
+        const uint8_t *name = p->names + (size_t)(r * p->neps + e) * p->name_len;
+        fi_addr_t *slot = &c->inserted[l * rpaths + r * p->neps + e];
+        if (srd_rail_av_insert(&dev->rails[l], name, slot)) {
+          srd_comm_fail(c, ncclSystemError, "cannot insert the peer's rail %d into the address vector of rail %s", r,
+                        dev->rails[l].name);
+          return -1;
+        }
+      }
+    }
+  for (int path = 0; path < dev->npaths; path++) {
+    int l = path / dev->neps, e = path % dev->neps;
+    int r = l % p->nrails, re = e % p->neps;
+    c->peer[path] = c->inserted[l * rpaths + r * p->neps + re];
+  }
+  return 0;
+}

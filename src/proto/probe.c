@@ -1,0 +1,66 @@
+/* Liveness: probes to silent peers and rails that lost their link. */
+#include <errno.h>
+#include <signal.h>
+
+#include <rdma/fi_errno.h>
+
+#include "nccl/types.h"
+#include "srd/log.h"
+#include "srd/param.h"
+#include "srd/proto.h"
+
+/* A probe the provider refuses for this long (tcp reconnecting to a dead
+ * peer answers -FI_EAGAIN forever) means the peer is gone. */
+#define PROBE_REFUSALS_MS_FACTOR 4
+
+static void send_ping(struct srd_comm *c, uint64_t now, uint64_t quiet) {
+  int path, rc = -FI_EAGAIN;
+  struct srd_rail_buf *b = srd_comm_ctrl_buf(c, &path);
+  if (b) {
+    size_t len = srd_msg_encode_ping(b->data, c->dev->rails[0].buf_size, c->peer_id);
+    rc = srd_comm_post_ctrl(c, b, path, len, NULL);
+  }
+  if (rc == 0) {
+    c->last_ping_ms = now;
+    c->probe_refused_since_ms = 0;
+  } else if (rc == -FI_EAGAIN) {
+    if (!c->probe_refused_since_ms) c->probe_refused_since_ms = now;
+    else if (now - c->probe_refused_since_ms > PROBE_REFUSALS_MS_FACTOR * quiet)
+      srd_comm_fail(c, ncclRemoteError, "peer unreachable: silent for %llu ms and the provider refuses to reach it",
+                    (unsigned long long)(now - c->last_heard_ms));
+  }
+}
+
+/* A comm that waits on its peer and has heard nothing for a while probes it:
+ * a vanished peer then fails the probe, and the comm, within seconds. */
+void srd_dev_probe_silent_peers(struct srd_dev *dev, uint64_t now) {
+  uint64_t quiet = (uint64_t)srd_param_int(SRD_PARAM_KEEPALIVE_MS);
+  for (int i = 0; i < SRD_MAX_COMMS; i++) {
+    struct srd_comm *c = dev->comms[i];
+    if (!c || !c->ready || c->result || c->closing) continue;
+    /* shm has no transport-level failure detection; its peers share our host. */
+    if (dev->host_local && c->peer_pid && kill((pid_t)c->peer_pid, 0) && errno == ESRCH) {
+      srd_comm_fail(c, ncclRemoteError, "peer process %u exited", c->peer_pid);
+      continue;
+    }
+    bool waiting = c->reqs_in_flight > 0 || now - c->last_wait_ms < 2 * quiet;
+    if (waiting && now - c->last_heard_ms > quiet && now - c->last_ping_ms > quiet) send_ping(c, now, quiet);
+  }
+}
+
+/* A rail whose link went away fails every comm of the device (they all
+ * stripe over it) with an error that names it, instead of a silent stall. */
+void srd_dev_check_links(struct srd_dev *dev) {
+  for (int i = 0; i < dev->nrails; i++) {
+    struct srd_rail *rail = &dev->rails[i];
+    if (!rail->failed && srd_rail_link_down(rail)) {
+      rail->failed = 1;
+      SRD_WARN("device %d: rail %d (%s) lost its link", dev->index, i, rail->name);
+    }
+    if (!rail->failed) continue;
+    for (int k = 0; k < SRD_MAX_COMMS; k++)
+      if (dev->comms[k] && !dev->comms[k]->result)
+        srd_comm_fail(dev->comms[k], ncclSystemError, "rail %d (%s) of device %d failed", i, rail->name,
+                      dev->index);
+  }
+}
