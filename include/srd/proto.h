@@ -32,6 +32,9 @@
 
 #define SRD_REQS_PER_COMM 40 /* NCCL keeps at most 32 in flight */
 #define SRD_CTS_RECORDS 48
+#define SRD_SLOT_BITS 6       /* receive slot index in the immediate data; the rest counts uses */
+#define SRD_SENT_TAGS 1024    /* tags of eager sends, for a clear-to-send that comes later */
+_Static_assert(SRD_REQS_PER_COMM <= 1 << SRD_SLOT_BITS, "a receive slot must fit the immediate data");
 
 struct srd_comm;
 
@@ -47,9 +50,14 @@ struct srd_recv_entry {
   bool complete;
 };
 
+/* Requests come from the device's pool when a call needs one and go back when
+ * NCCL and the provider are both done with them; a comm keeps only pointers
+ * (its slots). */
 struct srd_req {
   struct srd_comm *comm;
   enum srd_req_kind kind;
+  int slot;            /* index in comm->reqs */
+  uint8_t slot_tag;    /* receive: slot and use count, as the writes carry it */
   bool in_use, done;
   bool released;       /* NCCL is done with it; free once outstanding is 0 */
   bool on_pending;
@@ -65,20 +73,24 @@ struct srd_req {
   struct srd_mr_ref *mr;
   int nstripes, posted, completed;
   int remote_entry;     /* which buffer of the peer's group */
+  uint8_t remote_slot;  /* the peer's receive, from its clear-to-send */
   uint64_t raddr;
   uint64_t rkey[SRD_MAX_RAILS]; /* by local rail: the key of the remote rail it writes to */
-  struct srd_req *next_pending;
+  struct srd_req *next_pending; /* also the pool's free list */
   struct srd_stripe stripes[SRD_MAX_STRIPES];
   struct srd_rail_write ops[SRD_MAX_STRIPES];
 };
 
-/* A clear-to-send as the sender keeps it until every entry is used. */
+/* A clear-to-send as the sender keeps it until every entry is used; from the
+ * device's pool. */
 struct srd_cts_rec {
-  bool valid;
+  struct srd_cts_rec *next_free;
   uint32_t seq;
   int n;
+  uint8_t slot;
   unsigned used;
   struct srd_cts_entry e[SRD_MAX_RECVS];
+  int keys_cap;
   uint64_t *keys; /* n * nkeys */
 };
 
@@ -93,9 +105,11 @@ struct srd_unexpected { /* eager data that arrived before its receive */
 struct srd_dev;
 struct srd_listener;
 
+/* What both directions keep; a send comm (struct srd_send_comm) and a
+ * receive comm (struct srd_recv_comm) extend it. */
 struct srd_comm {
   struct srd_dev *dev;
-  uint32_t id;          /* index | generation << 12 */
+  uint32_t id;          /* index | generation << SRD_COMM_INDEX_BITS */
   uint32_t peer_id;     /* the peer comm's id */
   uint32_t peer_pid;
   bool peer_closed;     /* the peer sent its close notice */
@@ -113,15 +127,8 @@ struct srd_comm {
   uint64_t last_heard_ms, last_ping_ms;
   uint64_t last_wait_ms; /* last isend that found no clear-to-send */
   uint64_t probe_refused_since_ms;
-  struct srd_req reqs[SRD_REQS_PER_COMM];
-  /* sender */
-  uint32_t next_seq;
-  struct srd_cts_rec *cur;
-  struct srd_cts_rec cts[SRD_CTS_RECORDS];
-  int32_t sent_tag[SRD_SEQ_MASK + 1];
-  /* receiver */
-  struct srd_req *by_seq[SRD_SEQ_MASK + 1];
-  struct srd_unexpected *unexpected;
+  struct srd_req *reqs[SRD_REQS_PER_COMM]; /* requests in use, by slot */
+  uint32_t next_seq;    /* the next message's sequence */
   /* handshake */
   uint64_t cookie;
   uint64_t deadline_ms;
@@ -133,6 +140,22 @@ struct srd_comm {
   struct srd_early_msg *early;
   struct srd_comm *next_closed; /* on the device's list of closed comms */
 };
+
+struct srd_send_comm {
+  struct srd_comm base;
+  struct srd_cts_rec *cur;
+  struct srd_cts_rec *cts[SRD_CTS_RECORDS]; /* NULL: free */
+  int32_t sent_tag[SRD_SENT_TAGS];
+};
+
+struct srd_recv_comm {
+  struct srd_comm base;
+  struct srd_unexpected *unexpected;
+  uint8_t slot_uses[SRD_REQS_PER_COMM]; /* a late write cannot name a slot's next request */
+};
+
+static inline struct srd_send_comm *srd_send_comm(struct srd_comm *c) { return (struct srd_send_comm *)c; }
+static inline struct srd_recv_comm *srd_recv_comm(struct srd_comm *c) { return (struct srd_recv_comm *)c; }
 
 /* A control message that overtook the handshake's answer (the transport is
  * unordered): kept raw and replayed once the comm knows its peer. */
@@ -174,9 +197,16 @@ struct srd_dev {
   size_t eager_max;
   bool cuda;            /* provider and driver can register GPU memory */
   bool host_local;      /* shm: peers are processes of this host */
-  struct srd_comm *comms[SRD_MAX_COMMS];
-  uint32_t gen[SRD_MAX_COMMS];
+  /* The comm table, allocated at open: comms[index] and its generation,
+   * free indexes on a stack (connect costs the same with 60,000 comms as with
+   * one); comms_end bounds the scans. */
+  struct srd_comm **comms;
+  uint16_t *gen;
+  uint32_t *free_index;
+  int nfree, comms_end;
   int ncomms;
+  struct srd_req *free_reqs;      /* the request pool */
+  struct srd_cts_rec *free_cts;   /* the clear-to-send pool */
   struct srd_listener *listeners;
   struct srd_comm *connecting;
   uint32_t next_listener_id;
@@ -209,7 +239,14 @@ void srd_dev_kick(struct srd_dev *dev);
 /* One step of a bounded wait inside a call (lock held): progress, and give the
  * lanes a chance at the lock. */
 void srd_dev_wait_step(struct srd_dev *dev);
+/* The comm table and the pools (src/proto/comms.c), made at open and freed
+ * at close. srd_dev_comms_init returns 0 or -1 (out of memory). */
+int srd_dev_comms_init(struct srd_dev *dev);
+void srd_dev_comms_fini(struct srd_dev *dev);
 struct srd_comm *srd_dev_comm_by_id(struct srd_dev *dev, uint32_t id);
+/* What an idle comm of a direction holds (its requests and clear-to-send
+ * records come from the device's pools when used). */
+size_t srd_comm_size(bool is_send);
 struct srd_comm *srd_comm_alloc(struct srd_dev *dev, bool is_send);
 void srd_comm_free(struct srd_comm *c);
 /* Take the comm out of the device (no message reaches it) and keep it on the
@@ -257,7 +294,13 @@ void srd_proto_on_bye(struct srd_comm *c, const struct srd_msg_bye *m);
 void srd_proto_post_pending(struct srd_dev *dev);
 /* Post the clear-to-send of a receive, or queue it when the provider is full. */
 int srd_proto_post_cts(struct srd_req *r);
+/* A request from the pool in a free slot of c; NULL when c has none free or
+ * memory runs out. */
 struct srd_req *srd_req_get(struct srd_comm *c, enum srd_req_kind kind);
+/* Give every request of a freed comm back to the pool. */
+void srd_req_put_all(struct srd_comm *c);
+/* Free the pools (device close). */
+void srd_pools_free(struct srd_dev *dev);
 /* NCCL saw the request done: recycle it once no operation names it. */
 void srd_req_release(struct srd_req *r);
 void srd_req_finish(struct srd_req *r, int result);

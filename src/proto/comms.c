@@ -10,36 +10,70 @@
 #include "srd/proto.h"
 #include "srd/sys.h"
 
+int srd_dev_comms_init(struct srd_dev *dev) {
+  dev->comms = calloc(SRD_MAX_COMMS, sizeof(*dev->comms));
+  dev->gen = calloc(SRD_MAX_COMMS, sizeof(*dev->gen));
+  dev->free_index = malloc(SRD_MAX_COMMS * sizeof(*dev->free_index));
+  if (!dev->comms || !dev->gen || !dev->free_index) {
+    srd_dev_comms_fini(dev);
+    return -1;
+  }
+  /* Lowest index on top: the scans stay short while few comms are open. */
+  for (int i = 0; i < SRD_MAX_COMMS; i++) dev->free_index[i] = SRD_MAX_COMMS - 1 - (uint32_t)i;
+  dev->nfree = SRD_MAX_COMMS;
+  dev->comms_end = 0;
+  return 0;
+}
+
+void srd_dev_comms_fini(struct srd_dev *dev) {
+  free(dev->comms);
+  free(dev->gen);
+  free(dev->free_index);
+  dev->comms = NULL;
+  dev->gen = NULL;
+  dev->free_index = NULL;
+  dev->nfree = 0;
+  srd_pools_free(dev);
+}
+
 struct srd_comm *srd_dev_comm_by_id(struct srd_dev *dev, uint32_t id) {
   struct srd_comm *c = dev->comms[id & (SRD_MAX_COMMS - 1)];
   return c && c->id == id ? c : NULL;
 }
 
+size_t srd_comm_size(bool is_send) {
+  return is_send ? sizeof(struct srd_send_comm) : sizeof(struct srd_recv_comm);
+}
+
 struct srd_comm *srd_comm_alloc(struct srd_dev *dev, bool is_send) {
-  int idx;
-  for (idx = 0; idx < SRD_MAX_COMMS && dev->comms[idx]; idx++) {
-  }
-  if (idx == SRD_MAX_COMMS) {
+  if (dev->nfree == 0) {
     SRD_WARN("device %d: all %d comms in use", dev->index, SRD_MAX_COMMS);
     return NULL;
   }
-  struct srd_comm *c = calloc(1, sizeof(*c));
+  struct srd_comm *c = calloc(1, srd_comm_size(is_send));
   if (!c) return NULL;
+  uint32_t idx = dev->free_index[--dev->nfree];
   c->dev = dev;
   c->is_send = is_send;
-  c->id = (uint32_t)idx | (++dev->gen[idx] & 0xfffffu) << SRD_COMM_INDEX_BITS;
+  /* The generation tells a message for a closed comm from one for the comm
+   * that reuses its index; it is never 0, so no id is 0. */
+  if (++dev->gen[idx] == 0) dev->gen[idx] = 1;
+  c->id = idx | (uint32_t)dev->gen[idx] << SRD_COMM_INDEX_BITS;
   c->last_heard_ms = srd_now_ms();
   c->listener_addr = FI_ADDR_NOTAVAIL;
-  for (int i = 0; i < SRD_REQS_PER_COMM; i++) c->reqs[i].comm = c;
   dev->comms[idx] = c;
+  if ((int)idx >= dev->comms_end) dev->comms_end = (int)idx + 1;
   dev->ncomms++;
   return c;
 }
 
 static void detach(struct srd_comm *c) {
   struct srd_dev *dev = c->dev;
-  if (dev->comms[c->id & (SRD_MAX_COMMS - 1)] != c) return;
-  dev->comms[c->id & (SRD_MAX_COMMS - 1)] = NULL;
+  uint32_t idx = c->id & (SRD_MAX_COMMS - 1);
+  if (!dev->comms || dev->comms[idx] != c) return;
+  dev->comms[idx] = NULL;
+  dev->free_index[dev->nfree++] = idx;
+  while (dev->comms_end > 0 && !dev->comms[dev->comms_end - 1]) dev->comms_end--;
   dev->ncomms--;
 }
 
@@ -73,12 +107,22 @@ void srd_comm_free(struct srd_comm *c) {
     c->early = e->next;
     free(e);
   }
-  while (c->unexpected) {
-    struct srd_unexpected *u = c->unexpected;
-    c->unexpected = u->next;
-    free(u);
+  if (c->is_send) {
+    struct srd_send_comm *s = srd_send_comm(c);
+    for (int i = 0; i < SRD_CTS_RECORDS; i++)
+      if (s->cts[i]) {
+        s->cts[i]->next_free = dev->free_cts;
+        dev->free_cts = s->cts[i];
+      }
+  } else {
+    struct srd_recv_comm *r = srd_recv_comm(c);
+    while (r->unexpected) {
+      struct srd_unexpected *u = r->unexpected;
+      r->unexpected = u->next;
+      free(u);
+    }
   }
-  for (int i = 0; i < SRD_CTS_RECORDS; i++) free(c->cts[i].keys);
+  srd_req_put_all(c);
   detach(c);
   free(c->peer);
   free(c->inserted);

@@ -81,6 +81,7 @@ int srd_dev_open(struct srd_dev *dev) {
   if (lanes != (want ? want : 1))
     SRD_WARN("device %d: NCCL_SRD_PROGRESS_THREADS=%d with %d NIC(s) x %d endpoint(s) exceeds %d rails or %d paths; "
              "using %d lane(s) per NIC", dev->index, want, dev->nnics, dev->neps, SRD_MAX_RAILS, SRD_MAX_PATHS, lanes);
+  if (srd_dev_comms_init(dev)) return -FI_ENOMEM;
   int rc = open_rails(dev, lanes, want > 0);
   if (rc && want > 0) {
     SRD_WARN("device %d: cannot open %d thread-safe lane(s) per NIC (%s); progress threads off", dev->index, lanes,
@@ -88,7 +89,10 @@ int srd_dev_open(struct srd_dev *dev) {
     want = 0;
     rc = open_rails(dev, 1, false);
   }
-  if (rc) return rc;
+  if (rc) {
+    srd_dev_comms_fini(dev);
+    return rc;
+  }
   size_t max_write = SIZE_MAX;
   for (int i = 0; i < dev->nrails; i++)
     if (dev->rails[i].max_write < max_write) max_write = dev->rails[i].max_write;
@@ -119,6 +123,7 @@ void srd_dev_close(struct srd_dev *dev) {
   for (int i = 0; i < dev->nrails; i++) srd_rail_close(&dev->rails[i]);
   srd_dev_free_closed(dev, true);
   close_rails(dev);
+  srd_dev_comms_fini(dev);
   dev->open = false;
 }
 

@@ -35,11 +35,17 @@ static void send_ping(struct srd_comm *c, uint64_t now, uint64_t quiet) {
  * a vanished peer then fails the probe, and the comm, within seconds. */
 void srd_dev_probe_silent_peers(struct srd_dev *dev, uint64_t now) {
   uint64_t quiet = (uint64_t)srd_param_int(SRD_PARAM_KEEPALIVE_MS);
-  for (int i = 0; i < SRD_MAX_COMMS; i++) {
+  uint32_t last_pid = 0; /* many comms share a peer: ask about it once per scan */
+  bool last_gone = false;
+  for (int i = 0; i < dev->comms_end; i++) {
     struct srd_comm *c = dev->comms[i];
     if (!c || !c->ready || c->result || c->closing) continue;
     /* shm has no transport-level failure detection; its peers share our host. */
-    if (dev->host_local && c->peer_pid && kill((pid_t)c->peer_pid, 0) && errno == ESRCH) {
+    if (dev->host_local && c->peer_pid && c->peer_pid != last_pid) {
+      last_pid = c->peer_pid;
+      last_gone = kill((pid_t)c->peer_pid, 0) && errno == ESRCH;
+    }
+    if (dev->host_local && c->peer_pid && last_gone) {
       srd_comm_fail(c, ncclRemoteError, "peer process %u exited", c->peer_pid);
       continue;
     }
@@ -58,7 +64,7 @@ void srd_dev_check_links(struct srd_dev *dev) {
       SRD_WARN("device %d: rail %d (%s) lost its link", dev->index, i, rail->name);
     }
     if (!rail->failed) continue;
-    for (int k = 0; k < SRD_MAX_COMMS; k++)
+    for (int k = 0; k < dev->comms_end; k++)
       if (dev->comms[k] && !dev->comms[k]->result)
         srd_comm_fail(dev->comms[k], ncclSystemError, "rail %d (%s) of device %d failed", i, rail->name,
                       dev->index);

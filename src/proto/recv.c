@@ -32,9 +32,13 @@ static void deliver_eager(struct srd_req *r, int32_t tag, uint32_t len, const vo
   srd_comm_fail(c, ncclRemoteError, "eager message with tag %d matches no buffer of receive %u", tag, r->seq);
 }
 
+/* The open receive whose group holds sequence seq (at most
+ * SRD_REQS_PER_COMM to look at). */
 static struct srd_req *recv_for_seq(struct srd_comm *c, uint32_t seq) {
-  struct srd_req *r = c->by_seq[seq & SRD_SEQ_MASK];
-  if (r && r->kind == SRD_REQ_RECV && seq - r->seq < (uint32_t)r->n) return r;
+  for (int i = 0; i < SRD_REQS_PER_COMM; i++) {
+    struct srd_req *r = c->reqs[i];
+    if (r && !r->released && r->kind == SRD_REQ_RECV && seq - r->seq < (uint32_t)r->n) return r;
+  }
   return NULL;
 }
 
@@ -53,8 +57,8 @@ void srd_proto_on_eager(struct srd_comm *c, const struct srd_msg_eager *m) {
   u->tag = m->tag;
   u->len = m->len;
   if (m->len) memcpy(u->data, m->data, m->len);
-  u->next = c->unexpected;
-  c->unexpected = u;
+  u->next = srd_recv_comm(c)->unexpected;
+  srd_recv_comm(c)->unexpected = u;
 }
 
 void srd_proto_on_trunc(struct srd_comm *c, const struct srd_msg_trunc *m) {
@@ -66,9 +70,10 @@ void srd_proto_on_trunc(struct srd_comm *c, const struct srd_msg_trunc *m) {
 }
 
 void srd_proto_on_write(struct srd_comm *c, struct srd_imm imm, size_t len) {
-  struct srd_req *r = c->by_seq[imm.seq];
-  if (!r || r->kind != SRD_REQ_RECV || r->done || imm.entry >= (uint32_t)r->n || r->e[imm.entry].complete) {
-    srd_comm_fail(c, ncclRemoteError, "write for sequence %u entry %u matches no open receive", imm.seq, imm.entry);
+  struct srd_req *r = c->reqs[imm.slot & ((1u << SRD_SLOT_BITS) - 1)];
+  if (!r || r->slot_tag != imm.slot || r->kind != SRD_REQ_RECV || r->done || imm.entry >= (uint32_t)r->n ||
+      r->e[imm.entry].complete) {
+    srd_comm_fail(c, ncclRemoteError, "write for slot %#x entry %u matches no open receive", imm.slot, imm.entry);
     return;
   }
   struct srd_recv_entry *e = &r->e[imm.entry];
@@ -85,8 +90,8 @@ void srd_proto_on_bye(struct srd_comm *c, const struct srd_msg_bye *m) {
   if (c->is_send) return; /* the next isend fails */
   int failed = 0;
   for (int i = 0; i < SRD_REQS_PER_COMM; i++) {
-    struct srd_req *r = &c->reqs[i];
-    if (r->in_use && !r->done && r->kind == SRD_REQ_RECV && (int32_t)(r->seq + (uint32_t)r->n - m->next_seq) > 0) {
+    struct srd_req *r = c->reqs[i];
+    if (r && !r->done && r->kind == SRD_REQ_RECV && (int32_t)(r->seq + (uint32_t)r->n - m->next_seq) > 0) {
       srd_req_finish(r, ncclRemoteError);
       failed++;
     }
@@ -102,7 +107,7 @@ static int post_cts(struct srd_req *r) {
   int path;
   struct srd_rail_buf *b = srd_comm_ctrl_buf(c, &path);
   if (!b) return -FI_EAGAIN;
-  struct srd_msg_cts m = {.seq = r->seq, .n = (uint8_t)r->n, .nkeys = (uint8_t)dev->nrails};
+  struct srd_msg_cts m = {.seq = r->seq, .n = (uint8_t)r->n, .nkeys = (uint8_t)dev->nrails, .slot = r->slot_tag};
   uint64_t keys[SRD_MAX_RECVS * SRD_MAX_RAILS];
   for (int i = 0; i < r->n; i++) {
     const struct srd_recv_entry *e = &r->e[i];
@@ -140,11 +145,6 @@ int srd_proto_irecv(struct srd_comm *c, int n, void **data, const size_t *sizes,
       SRD_WARN("recv comm %#x: buffer %d (%zu bytes at %p) is outside its registration", c->id, i, sizes[i], data[i]);
       return ncclInvalidArgument;
     }
-  for (int i = 0; i < n; i++)
-    if (c->by_seq[(c->next_seq + (uint32_t)i) & SRD_SEQ_MASK]) {
-      SRD_WARN("recv comm %#x: more than %u receive buffers outstanding", c->id, SRD_SEQ_MASK + 1);
-      return ncclInternalError;
-    }
   if (c->peer_closed && (int32_t)(c->next_seq + (uint32_t)n - c->peer_final_seq) > 0) {
     SRD_WARN("recv comm %#x: receive after the peer closed its send comm", c->id);
     return ncclRemoteError;
@@ -158,10 +158,9 @@ int srd_proto_irecv(struct srd_comm *c, int n, void **data, const size_t *sizes,
   r->n = n;
   for (int i = 0; i < n; i++) {
     r->e[i] = (struct srd_recv_entry){.buf = data[i], .cap = sizes[i], .tag = tags ? tags[i] : 0, .mr = mrs[i]};
-    c->by_seq[(r->seq + (uint32_t)i) & SRD_SEQ_MASK] = r;
   }
   c->next_seq += (uint32_t)n;
-  for (struct srd_unexpected **p = &c->unexpected; *p;) {
+  for (struct srd_unexpected **p = &srd_recv_comm(c)->unexpected; *p;) {
     struct srd_unexpected *u = *p;
     if (u->seq - r->seq < (uint32_t)n) {
       *p = u->next;

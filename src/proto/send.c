@@ -10,18 +10,55 @@
 /* Serial-number comparison: sequences wrap at 2^32. */
 static bool seq_before(uint32_t a, uint32_t b) { return (int32_t)(a - b) < 0; }
 
+/* Every entry of the record is used: back to the device's pool. */
 static void release_cts(struct srd_comm *c, struct srd_cts_rec *rec) {
-  rec->valid = false;
-  if (c->cur == rec) c->cur = NULL;
+  struct srd_send_comm *s = srd_send_comm(c);
+  if (s->cur == rec) s->cur = NULL;
+  for (int i = 0; i < SRD_CTS_RECORDS; i++)
+    if (s->cts[i] == rec) s->cts[i] = NULL;
+  rec->next_free = c->dev->free_cts;
+  c->dev->free_cts = rec;
 }
 
 /* The clear-to-send covering sequence k, if it has arrived. */
 static struct srd_cts_rec *cts_for(struct srd_comm *c, uint32_t k) {
-  struct srd_cts_rec *rec = c->cur;
+  struct srd_send_comm *s = srd_send_comm(c);
+  struct srd_cts_rec *rec = s->cur;
   if (rec && !seq_before(k, rec->seq) && seq_before(k, rec->seq + (uint32_t)rec->n)) return rec;
   for (int i = 0; i < SRD_CTS_RECORDS; i++)
-    if (c->cts[i].valid && c->cts[i].seq == k) return c->cur = &c->cts[i];
+    if (s->cts[i] && s->cts[i]->seq == k) return s->cur = s->cts[i];
   return NULL;
+}
+
+/* A free record slot of c with a record from the pool (NULL: none). */
+static struct srd_cts_rec *cts_take(struct srd_comm *c) {
+  struct srd_send_comm *s = srd_send_comm(c);
+  int i = 0;
+  while (i < SRD_CTS_RECORDS && s->cts[i]) i++;
+  if (i == SRD_CTS_RECORDS) {
+    srd_comm_fail(c, ncclInternalError, "more than %d clear-to-send messages outstanding", SRD_CTS_RECORDS);
+    return NULL;
+  }
+  struct srd_cts_rec *rec = c->dev->free_cts;
+  if (rec) c->dev->free_cts = rec->next_free;
+  else if (!(rec = calloc(1, sizeof(*rec)))) {
+    srd_comm_fail(c, ncclSystemError, "out of memory");
+    return NULL;
+  }
+  int need = SRD_MAX_RECVS * c->remote_rails;
+  if (rec->keys_cap < need) {
+    uint64_t *keys = realloc(rec->keys, (size_t)need * sizeof(uint64_t));
+    if (!keys) {
+      rec->next_free = c->dev->free_cts;
+      c->dev->free_cts = rec;
+      srd_comm_fail(c, ncclSystemError, "out of memory");
+      return NULL;
+    }
+    rec->keys = keys;
+    rec->keys_cap = need;
+  }
+  s->cts[i] = rec;
+  return rec;
 }
 
 static int claim_entry(struct srd_cts_rec *rec, int tag) {
@@ -40,28 +77,20 @@ void srd_proto_on_cts(struct srd_comm *c, const struct srd_msg_cts *m) {
   }
   uint32_t end = m->seq + m->n;
   if (!seq_before(c->next_seq, end)) return; /* everything in it went eagerly */
-  struct srd_cts_rec *rec = NULL;
-  for (int i = 0; i < SRD_CTS_RECORDS && !rec; i++)
-    if (!c->cts[i].valid) rec = &c->cts[i];
-  if (!rec) {
-    srd_comm_fail(c, ncclInternalError, "more than %d clear-to-send messages outstanding", SRD_CTS_RECORDS);
-    return;
-  }
-  if (!rec->keys && !(rec->keys = calloc(SRD_MAX_RECVS * (size_t)c->remote_rails, sizeof(uint64_t)))) {
-    srd_comm_fail(c, ncclSystemError, "out of memory");
-    return;
-  }
-  rec->valid = true;
+  struct srd_cts_rec *rec = cts_take(c);
+  if (!rec) return;
   rec->seq = m->seq;
   rec->n = m->n;
+  rec->slot = m->slot;
   rec->used = 0;
   for (int j = 0; j < m->n; j++) {
     rec->e[j] = m->e[j];
     for (int r = 0; r < c->remote_rails; r++) rec->keys[j * c->remote_rails + r] = srd_cts_key(m, j, r);
   }
   /* Messages of this group that already went eagerly used their buffers. */
-  for (uint32_t k = m->seq; seq_before(k, c->next_seq); k++) claim_entry(rec, c->sent_tag[k & SRD_SEQ_MASK]);
-  if (seq_before(m->seq, c->next_seq)) c->cur = rec;
+  struct srd_send_comm *s = srd_send_comm(c);
+  for (uint32_t k = m->seq; seq_before(k, c->next_seq); k++) claim_entry(rec, s->sent_tag[k % SRD_SENT_TAGS]);
+  if (seq_before(m->seq, c->next_seq)) s->cur = rec;
 }
 
 static void stripe_done(struct srd_op *op, int err, const char *errstr) {
@@ -90,7 +119,8 @@ static int post_stripes(struct srd_req *r) {
     struct srd_rail *rail = &dev->rails[l];
     struct srd_rail_write *w = &r->ops[r->posted];
     struct srd_rail_mrs *mrs = r->mr->mr->handle;
-    struct srd_imm imm = {c->peer_id & (SRD_MAX_COMMS - 1), r->seq, (uint32_t)r->nstripes, (uint32_t)r->remote_entry};
+    struct srd_imm imm = {c->peer_id & (SRD_MAX_COMMS - 1), r->remote_slot, (uint32_t)r->nstripes,
+                          (uint32_t)r->remote_entry};
     w->op.done = stripe_done;
     w->op.owner = r;
     w->ep = s->path % dev->neps;
@@ -159,7 +189,7 @@ static int send_eager(struct srd_comm *c, const void *data, size_t size, int tag
     srd_req_release(r);
     return rc == -FI_EAGAIN ? 0 : c->result;
   }
-  c->sent_tag[c->next_seq & SRD_SEQ_MASK] = tag;
+  srd_send_comm(c)->sent_tag[c->next_seq % SRD_SENT_TAGS] = tag;
   c->next_seq++;
   *out = r;
   return 0;
@@ -234,6 +264,7 @@ int srd_proto_isend(struct srd_comm *c, const void *data, size_t size, int tag, 
     }
     r->seq = k;
     r->remote_entry = j;
+    r->remote_slot = rec->slot;
     r->buf = data;
     r->size = size;
     r->mr = mr;
