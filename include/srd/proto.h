@@ -18,7 +18,14 @@
 #define SRD_PROTO_H
 
 #include <pthread.h>
+#ifdef __cplusplus /* the unit tests: the same layout through C++'s atomics */
+#include <atomic>
+typedef std::atomic<bool> atomic_bool;
+typedef std::atomic<unsigned> atomic_uint;
+typedef std::atomic<int> atomic_int;
+#else
 #include <stdatomic.h>
+#endif
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -34,7 +41,6 @@
 #define SRD_CTS_RECORDS 48
 #define SRD_SLOT_BITS 6       /* receive slot index in the immediate data; the rest counts uses */
 #define SRD_SENT_TAGS 1024    /* tags of eager sends, for a clear-to-send that comes later */
-_Static_assert(SRD_REQS_PER_COMM <= 1 << SRD_SLOT_BITS, "a receive slot must fit the immediate data");
 
 struct srd_comm;
 
@@ -173,6 +179,25 @@ struct srd_lane {
   bool running;         /* created and not yet joined */
 };
 
+/* What the protocol asks of a rail: the seam under proto. srd_dev_init sets
+ * the rail itself (src/rail/rail.c); unit tests give a fake. Opening,
+ * closing and the lanes' reaping use the rail directly. */
+struct srd_rail_ops {
+  int (*av_insert)(struct srd_rail *rail, const void *name, fi_addr_t *addr);
+  void (*av_remove)(struct srd_rail *rail, fi_addr_t addr);
+  struct srd_rail_buf *(*get_send_buf)(struct srd_rail *rail);
+  void (*put_send_buf)(struct srd_rail_buf *buf);
+  int (*send)(struct srd_rail *rail, int ep, struct srd_rail_buf *buf, size_t len, fi_addr_t dest);
+  int (*write)(struct srd_rail *rail, int ep, const void *src, size_t len, void *desc, uint32_t imm, fi_addr_t dest,
+               uint64_t raddr, uint64_t key, struct srd_op *op);
+  void (*queue_write)(struct srd_rail *rail, struct srd_rail_write *w);
+  void *(*mr_desc)(struct fid_mr *mr);
+  uint64_t (*mr_key)(struct fid_mr *mr);
+  int (*poll)(struct srd_rail *rail, int max);
+  int (*link_down)(const struct srd_rail *rail);
+};
+extern const struct srd_rail_ops srd_rail_ops_fabric;
+
 struct srd_dev {
   pthread_mutex_t lock; /* one owner of every rail, comm and request of the device */
   int index;
@@ -182,6 +207,7 @@ struct srd_dev {
   int lanes_per_nic;
   bool threaded;        /* lane threads poll the CQs; callers do not */
   struct srd_rail_handlers handlers; /* what the rails call with a completion: the comm layer's dispatch */
+  const struct srd_rail_ops *rail_ops;
   struct srd_rail *rails;
   struct srd_lane *lanes; /* [nrails] when threaded */
   pid_t lanes_pid;        /* the process that started them */
@@ -271,15 +297,16 @@ void srd_dev_free_closed(struct srd_dev *dev, bool all);
 /* Start one progress thread per rail (src/proto/lanes.c). */
 void srd_dev_start_lanes(struct srd_dev *dev);
 
-/* Control messages to the peer of c: take a buffer on the next path (NULL
- * when none is free), encode into b->data, post. Posting returns -FI_EAGAIN
- * when the provider queue is full; the buffer is then given back. req, when
- * given, completes with the send (eager data). */
-struct srd_rail_buf *srd_comm_ctrl_buf(struct srd_comm *c, int *path);
-int srd_comm_post_ctrl(struct srd_comm *c, struct srd_rail_buf *b, int path, size_t len, struct srd_req *req);
-/* The same to an explicit address (the handshake, before the peer is known). */
-int srd_comm_post_ctrl_to(struct srd_comm *c, struct srd_rail_buf *b, int path, fi_addr_t dest, size_t len,
-                          struct srd_req *req);
+/* Control messages to the peer of c (src/proto/ctrl.c). The encoder writes
+ * the message into buf (cap bytes) and returns its length, 0 when it does not
+ * fit. dest: FI_ADDR_UNSPEC for the peer on the next path, or an explicit
+ * address (the handshake, before the peer is known: rail 0, endpoint 0).
+ * Returns 0 (posted), -FI_EAGAIN (no buffer free or the provider's queue is
+ * full: nothing was sent, try later) or another negative error (the comm has
+ * failed). req, when given, completes with the send (eager data). */
+typedef size_t (*srd_ctrl_encoder)(void *buf, size_t cap, const void *arg);
+int srd_comm_send_ctrl(struct srd_comm *c, fi_addr_t dest, srd_ctrl_encoder encode, const void *arg,
+                       struct srd_req *req);
 
 /* Data path (src/proto/send.c, recv.c). Lock held. *req NULL: try again. */
 int srd_proto_isend(struct srd_comm *c, const void *data, size_t size, int tag, struct srd_mr_ref *mr,

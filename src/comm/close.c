@@ -4,13 +4,12 @@
 #include "srd/param.h"
 
 /* Best effort: tell the peer, so its pending calls fail instead of waiting. */
-static void send_bye(struct srd_comm *c) {
-  int path;
-  struct srd_rail_buf *b = srd_comm_ctrl_buf(c, &path);
-  if (!b) return;
-  size_t len = srd_msg_encode_bye(b->data, c->dev->rails[path / c->dev->neps].buf_size, c->peer_id, c->next_seq);
-  srd_comm_post_ctrl(c, b, path, len, NULL);
+static size_t encode_bye(void *buf, size_t cap, const void *arg) {
+  const struct srd_comm *c = arg;
+  return srd_msg_encode_bye(buf, cap, c->peer_id, c->next_seq);
 }
+
+static void send_bye(struct srd_comm *c) { srd_comm_send_ctrl(c, FI_ADDR_UNSPEC, encode_bye, c, NULL); }
 
 void srd_comm_close(struct srd_comm *c) {
   struct srd_dev *dev = c->dev;

@@ -21,24 +21,28 @@ static void our_paths(struct srd_dev *dev, struct srd_msg_peer *p, uint8_t *name
   p->names = names;
 }
 
+struct peer_msg {
+  const struct srd_comm *c;
+  enum srd_msg_type type;
+  uint32_t dst, listener_id;
+};
+
+static size_t encode_peer(void *buf, size_t cap, const void *arg) {
+  const struct peer_msg *m = arg;
+  struct srd_dev *dev = m->c->dev;
+  uint8_t names[SRD_MAX_PATHS * SRD_NAME_MAX];
+  struct srd_msg_peer p = {
+      .cookie = m->c->cookie, .listener_id = m->listener_id, .src_comm = m->c->id, .pid = (uint32_t)getpid()};
+  our_paths(dev, &p, names);
+  if (m->type == SRD_MSG_ACCEPT && !dev->cuda) p.flags |= SRD_PEER_EAGER_OK;
+  return srd_msg_encode_peer(buf, cap, m->type, m->dst, &p);
+}
+
 /* Post a hello or answer from rail 0, endpoint 0. */
 static int post_peer_msg(struct srd_comm *c, enum srd_msg_type type, uint32_t dst, fi_addr_t dest,
                          uint32_t listener_id) {
-  struct srd_dev *dev = c->dev;
-  struct srd_rail_buf *b = srd_rail_get_send_buf(&dev->rails[0]);
-  if (!b) return -FI_EAGAIN;
-  uint8_t names[SRD_MAX_PATHS * SRD_NAME_MAX];
-  struct srd_msg_peer p = {
-      .cookie = c->cookie, .listener_id = listener_id, .src_comm = c->id, .pid = (uint32_t)getpid()};
-  our_paths(dev, &p, names);
-  if (type == SRD_MSG_ACCEPT && !dev->cuda) p.flags |= SRD_PEER_EAGER_OK;
-  size_t len = srd_msg_encode_peer(b->data, dev->rails[0].buf_size, type, dst, &p);
-  if (!len) {
-    srd_rail_put_send_buf(b);
-    srd_comm_fail(c, ncclInternalError, "%d paths do not fit a control message", dev->npaths);
-    return -FI_EINVAL;
-  }
-  return srd_comm_post_ctrl_to(c, b, 0, dest, len, NULL);
+  struct peer_msg m = {c, type, dst, listener_id};
+  return srd_comm_send_ctrl(c, dest, encode_peer, &m, NULL);
 }
 
 int srd_listen(struct srd_dev *dev, void *handle, struct srd_listener **out) {
@@ -71,7 +75,7 @@ static struct srd_comm *start_connect(struct srd_dev *dev, const struct srd_hand
   c->connect_key = key;
   c->listener_id = h->listener_id;
   c->deadline_ms = srd_now_ms() + (uint64_t)srd_param_int(SRD_PARAM_CONNECT_TIMEOUT_MS);
-  if (h->name_len != dev->rails[0].ep_name_len || srd_rail_av_insert(&dev->rails[0], h->name, &c->listener_addr)) {
+  if (h->name_len != dev->rails[0].ep_name_len || dev->rail_ops->av_insert(&dev->rails[0], h->name, &c->listener_addr)) {
     srd_comm_fail(c, ncclInvalidUsage, "the handle's address (%u bytes) is not one of provider %s (%zu bytes)",
                   h->name_len, dev->rails[0].info->fabric_attr->prov_name, dev->rails[0].ep_name_len);
   }

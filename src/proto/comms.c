@@ -97,11 +97,11 @@ void srd_dev_free_closed(struct srd_dev *dev, bool all) {
 
 void srd_comm_free(struct srd_comm *c) {
   struct srd_dev *dev = c->dev;
-  if (c->listener_addr != FI_ADDR_NOTAVAIL) srd_rail_av_remove(&dev->rails[0], c->listener_addr);
+  if (c->listener_addr != FI_ADDR_NOTAVAIL) dev->rail_ops->av_remove(&dev->rails[0], c->listener_addr);
   if (c->inserted)
     for (int i = 0; i < dev->nrails * c->remote_rails * c->remote_eps; i++)
-      if (c->inserted[i] != FI_ADDR_NOTAVAIL) srd_rail_av_remove(&dev->rails[i / (c->remote_rails * c->remote_eps)],
-                                                                 c->inserted[i]);
+      if (c->inserted[i] != FI_ADDR_NOTAVAIL)
+        dev->rail_ops->av_remove(&dev->rails[i / (c->remote_rails * c->remote_eps)], c->inserted[i]);
   while (c->early) {
     struct srd_early_msg *e = c->early;
     c->early = e->next;
@@ -169,7 +169,7 @@ int srd_comm_set_peer(struct srd_comm *c, const struct srd_msg_peer *p) {
       for (int e = 0; e < p->neps; e++) {
         const uint8_t *name = p->names + (size_t)(r * p->neps + e) * p->name_len;
         fi_addr_t *slot = &c->inserted[l * rpaths + r * p->neps + e];
-        if (srd_rail_av_insert(&dev->rails[l], name, slot)) {
+        if (dev->rail_ops->av_insert(&dev->rails[l], name, slot)) {
           srd_comm_fail(c, ncclSystemError, "cannot insert the peer's rail %d into the address vector of rail %s", r,
                         dev->rails[l].name);
           return -1;

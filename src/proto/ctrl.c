@@ -1,4 +1,6 @@
-/* Control messages to a comm's peer: a buffer on the next path, posted. */
+/* Control messages to a comm's peer: take a buffer on the next path, let the
+ * caller's encoder fill it, post. One place for the buffer's life: given
+ * back when nothing was posted, by ctrl_done when the send completes. */
 #include <rdma/fi_errno.h>
 
 #include "nccl/types.h"
@@ -8,8 +10,7 @@ static void ctrl_done(struct srd_op *op, int err, const char *errstr) {
   struct srd_rail_buf *b = (struct srd_rail_buf *)op;
   struct srd_comm *c = op->owner;
   struct srd_req *req = op->aux;
-  srd_rail_put_send_buf(b);
-  if (!c) return;
+  c->dev->rail_ops->put_send_buf(b);
   c->ops_in_flight--;
   if (err) srd_comm_fail(c, ncclRemoteError, "control message to the peer failed: %s", errstr ? errstr : fi_strerror(-err));
   if (req) {
@@ -18,29 +19,32 @@ static void ctrl_done(struct srd_op *op, int err, const char *errstr) {
   }
 }
 
-struct srd_rail_buf *srd_comm_ctrl_buf(struct srd_comm *c, int *path) {
+int srd_comm_send_ctrl(struct srd_comm *c, fi_addr_t dest, srd_ctrl_encoder encode, const void *arg,
+                       struct srd_req *req) {
   struct srd_dev *dev = c->dev;
-  int p = (int)(c->ctrl_cursor % (unsigned)dev->npaths);
-  struct srd_rail_buf *b = srd_rail_get_send_buf(&dev->rails[p / dev->neps]);
-  if (!b) return NULL;
-  c->ctrl_cursor++;
-  *path = p;
-  return b;
-}
-
-int srd_comm_post_ctrl(struct srd_comm *c, struct srd_rail_buf *b, int path, size_t len, struct srd_req *req) {
-  return srd_comm_post_ctrl_to(c, b, path, c->peer[path], len, req);
-}
-
-int srd_comm_post_ctrl_to(struct srd_comm *c, struct srd_rail_buf *b, int path, fi_addr_t dest, size_t len,
-                          struct srd_req *req) {
-  struct srd_dev *dev = c->dev;
+  const struct srd_rail_ops *ops = dev->rail_ops;
+  /* To an explicit address (the handshake): rail 0, endpoint 0, the address
+   * the peer's handle names. Otherwise the paths take turns. */
+  int path = dest == FI_ADDR_UNSPEC ? (int)(c->ctrl_cursor % (unsigned)dev->npaths) : 0;
+  struct srd_rail *rail = &dev->rails[path / dev->neps];
+  struct srd_rail_buf *b = ops->get_send_buf(rail);
+  if (!b) return -FI_EAGAIN;
+  size_t len = encode(b->data, rail->buf_size, arg);
+  if (!len) {
+    ops->put_send_buf(b);
+    srd_comm_fail(c, ncclInternalError, "a control message does not fit the %zu-byte buffer", rail->buf_size);
+    return -FI_EINVAL;
+  }
+  if (dest == FI_ADDR_UNSPEC) {
+    c->ctrl_cursor++;
+    dest = c->peer[path];
+  }
   b->op.done = ctrl_done;
   b->op.owner = c;
   b->op.aux = req;
-  int rc = srd_rail_send(&dev->rails[path / dev->neps], path % dev->neps, b, len, dest);
+  int rc = ops->send(rail, path % dev->neps, b, len, dest);
   if (rc) {
-    srd_rail_put_send_buf(b);
+    ops->put_send_buf(b);
     if (rc != -FI_EAGAIN) srd_comm_fail(c, ncclSystemError, "posting a control message failed: %s", fi_strerror(-rc));
     return rc;
   }

@@ -22,8 +22,15 @@ static size_t ctrl_buf_size(const struct srd_dev *dev) {
   return m > eager ? m : eager;
 }
 
+const struct srd_rail_ops srd_rail_ops_fabric = {
+    srd_rail_av_insert, srd_rail_av_remove, srd_rail_get_send_buf, srd_rail_put_send_buf, srd_rail_send,
+    srd_rail_write,     srd_rail_queue_write, srd_rail_mr_desc,    srd_rail_mr_key,       srd_rail_poll,
+    srd_rail_link_down,
+};
+
 void srd_dev_init(struct srd_dev *dev, int index, const struct srd_rail_handlers *h) {
   dev->index = index;
+  dev->rail_ops = &srd_rail_ops_fabric;
   dev->handlers = *h;
   dev->handlers.arg = dev;
   pthread_mutex_init(&dev->lock, NULL);
@@ -149,7 +156,7 @@ void srd_dev_progress_without_cqs(struct srd_dev *dev) {
 void srd_dev_progress(struct srd_dev *dev) {
   if (!dev->threaded)
     for (int i = 0; i < dev->nrails; i++) {
-      int rc = srd_rail_poll(&dev->rails[i], POLL_BUDGET);
+      int rc = dev->rail_ops->poll(&dev->rails[i], POLL_BUDGET);
       if (rc < 0) dev->rails[i].failed = 1;
     }
   srd_dev_progress_without_cqs(dev);

@@ -13,13 +13,13 @@
  * peer answers -FI_EAGAIN forever) means the peer is gone. */
 #define PROBE_REFUSALS_MS_FACTOR 4
 
+static size_t encode_ping(void *buf, size_t cap, const void *arg) {
+  const struct srd_comm *c = arg;
+  return srd_msg_encode_ping(buf, cap, c->peer_id);
+}
+
 static void send_ping(struct srd_comm *c, uint64_t now, uint64_t quiet) {
-  int path, rc = -FI_EAGAIN;
-  struct srd_rail_buf *b = srd_comm_ctrl_buf(c, &path);
-  if (b) {
-    size_t len = srd_msg_encode_ping(b->data, c->dev->rails[0].buf_size, c->peer_id);
-    rc = srd_comm_post_ctrl(c, b, path, len, NULL);
-  }
+  int rc = srd_comm_send_ctrl(c, FI_ADDR_UNSPEC, encode_ping, c, NULL);
   if (rc == 0) {
     c->last_ping_ms = now;
     c->probe_refused_since_ms = 0;
@@ -59,7 +59,7 @@ void srd_dev_probe_silent_peers(struct srd_dev *dev, uint64_t now) {
 void srd_dev_check_links(struct srd_dev *dev) {
   for (int i = 0; i < dev->nrails; i++) {
     struct srd_rail *rail = &dev->rails[i];
-    if (!rail->failed && srd_rail_link_down(rail)) {
+    if (!rail->failed && dev->rail_ops->link_down(rail)) {
       rail->failed = 1;
       SRD_WARN("device %d: rail %d (%s) lost its link", dev->index, i, rail->name);
     }

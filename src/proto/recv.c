@@ -101,12 +101,10 @@ void srd_proto_on_bye(struct srd_comm *c, const struct srd_msg_bye *m) {
              m->next_seq, failed);
 }
 
-static int post_cts(struct srd_req *r) {
-  struct srd_comm *c = r->comm;
-  struct srd_dev *dev = c->dev;
-  int path;
-  struct srd_rail_buf *b = srd_comm_ctrl_buf(c, &path);
-  if (!b) return -FI_EAGAIN;
+static size_t encode_cts(void *buf, size_t cap, const void *arg) {
+  const struct srd_req *r = arg;
+  const struct srd_comm *c = r->comm;
+  const struct srd_dev *dev = c->dev;
   struct srd_msg_cts m = {.seq = r->seq, .n = (uint8_t)r->n, .nkeys = (uint8_t)dev->nrails, .slot = r->slot_tag};
   uint64_t keys[SRD_MAX_RECVS * SRD_MAX_RAILS];
   for (int i = 0; i < r->n; i++) {
@@ -116,11 +114,12 @@ static int post_cts(struct srd_req *r) {
     m.e[i].addr = dev->rails[0].virt_addr ? a : a - e->mr->mr->base;
     m.e[i].len = e->cap;
     m.e[i].tag = e->tag;
-    for (int l = 0; l < dev->nrails; l++) keys[i * dev->nrails + l] = srd_rail_mr_key(mrs->mr[l]);
+    for (int l = 0; l < dev->nrails; l++) keys[i * dev->nrails + l] = dev->rail_ops->mr_key(mrs->mr[l]);
   }
-  size_t len = srd_msg_encode_cts(b->data, dev->rails[path / dev->neps].buf_size, c->peer_id, &m, keys);
-  return srd_comm_post_ctrl(c, b, path, len, NULL);
+  return srd_msg_encode_cts(buf, cap, c->peer_id, &m, keys);
 }
+
+static int post_cts(struct srd_req *r) { return srd_comm_send_ctrl(r->comm, FI_ADDR_UNSPEC, encode_cts, r, NULL); }
 
 int srd_proto_post_cts(struct srd_req *r) {
   int rc = post_cts(r);

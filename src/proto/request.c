@@ -6,6 +6,8 @@
 #include "srd/log.h"
 #include "srd/proto.h"
 
+_Static_assert(SRD_REQS_PER_COMM <= 1 << SRD_SLOT_BITS, "a receive slot must fit the immediate data");
+
 static struct srd_req *pool_take(struct srd_dev *dev) {
   struct srd_req *r = dev->free_reqs;
   if (r) {

@@ -126,17 +126,17 @@ static int post_stripes(struct srd_req *r) {
     w->ep = s->path % dev->neps;
     w->src = r->buf + s->offset;
     w->len = s->len;
-    w->desc = srd_rail_mr_desc(mrs->mr[l]);
+    w->desc = dev->rail_ops->mr_desc(mrs->mr[l]);
     w->imm = srd_imm_pack(imm);
     w->dest = c->peer[s->path];
     w->raddr = r->raddr + s->offset;
     w->key = r->rkey[l];
     int rc = 0;
     if (dev->threaded) {
-      srd_rail_queue_write(rail, w);
+      dev->rail_ops->queue_write(rail, w);
       queued = true;
     } else {
-      rc = srd_rail_write(rail, w->ep, w->src, w->len, w->desc, w->imm, w->dest, w->raddr, w->key, &w->op);
+      rc = dev->rail_ops->write(rail, w->ep, w->src, w->len, w->desc, w->imm, w->dest, w->raddr, w->key, &w->op);
     }
     if (rc == -FI_EAGAIN) return -FI_EAGAIN;
     if (rc) {
@@ -167,23 +167,31 @@ void srd_proto_post_pending(struct srd_dev *dev) {
   }
 }
 
+struct eager_msg {
+  const struct srd_comm *c;
+  const void *data;
+  size_t size;
+  int tag;
+};
+
+static size_t encode_eager(void *buf, size_t cap, const void *arg) {
+  const struct eager_msg *m = arg;
+  size_t hdr = srd_msg_encode_eager_header(buf, cap, m->c->peer_id, m->c->next_seq, m->tag, (uint32_t)m->size);
+  if (hdr && m->size) memcpy((char *)buf + hdr, m->data, m->size);
+  return hdr ? hdr + m->size : 0;
+}
+
 static int send_eager(struct srd_comm *c, const void *data, size_t size, int tag, struct srd_req **out) {
-  int path;
-  struct srd_rail_buf *b = srd_comm_ctrl_buf(c, &path);
-  if (!b) return 0;
   struct srd_req *r = srd_req_get(c, SRD_REQ_SEND);
   if (!r) {
-    srd_rail_put_send_buf(b);
     srd_comm_fail(c, ncclInternalError, "more than %d requests in flight", SRD_REQS_PER_COMM);
     return c->result;
   }
-  size_t cap = c->dev->rails[path / c->dev->neps].buf_size;
-  size_t hdr = srd_msg_encode_eager_header(b->data, cap, c->peer_id, c->next_seq, tag, (uint32_t)size);
-  if (size) memcpy(b->data + hdr, data, size);
   r->seq = c->next_seq;
   r->size = size;
   r->outstanding = 1;
-  int rc = srd_comm_post_ctrl(c, b, path, hdr + size, r);
+  struct eager_msg m = {c, data, size, tag};
+  int rc = srd_comm_send_ctrl(c, FI_ADDR_UNSPEC, encode_eager, &m, r);
   if (rc) {
     r->outstanding = 0;
     srd_req_release(r);
@@ -195,19 +203,23 @@ static int send_eager(struct srd_comm *c, const void *data, size_t size, int tag
   return 0;
 }
 
+struct trunc_msg {
+  const struct srd_comm *c;
+  size_t size;
+};
+
+static size_t encode_trunc(void *buf, size_t cap, const void *arg) {
+  const struct trunc_msg *m = arg;
+  return srd_msg_encode_trunc(buf, cap, m->c->peer_id, m->c->next_seq, m->size);
+}
+
 /* The peer's buffer is too small: tell it (its receive fails too, rather than
  * waiting forever) and fail this send. */
 static int reject_oversized(struct srd_comm *c, size_t size, const struct srd_cts_entry *e, struct srd_req **out) {
-  int path;
-  struct srd_rail_buf *b = srd_comm_ctrl_buf(c, &path);
-  struct srd_req *r = b ? srd_req_get(c, SRD_REQ_SEND) : NULL;
-  if (!r) {
-    if (b) srd_rail_put_send_buf(b);
-    return -FI_EAGAIN;
-  }
-  size_t len = srd_msg_encode_trunc(b->data, c->dev->rails[path / c->dev->neps].buf_size, c->peer_id, c->next_seq,
-                                    size);
-  if (srd_comm_post_ctrl(c, b, path, len, NULL)) {
+  struct srd_req *r = srd_req_get(c, SRD_REQ_SEND);
+  if (!r) return -FI_EAGAIN;
+  struct trunc_msg m = {c, size};
+  if (srd_comm_send_ctrl(c, FI_ADDR_UNSPEC, encode_trunc, &m, NULL)) {
     srd_req_release(r);
     return -FI_EAGAIN;
   }
