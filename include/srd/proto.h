@@ -30,6 +30,7 @@ typedef std::atomic<int> atomic_int;
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "srd/err.h"
 #include "srd/mr.h"
 #include "srd/rail.h"
 #include "srd/sched.h"
@@ -67,7 +68,7 @@ struct srd_req {
   bool in_use, done;
   bool released;       /* NCCL is done with it; free once outstanding is 0 */
   bool on_pending;
-  int result;          /* ncclResult_t once done */
+  int result;          /* enum srd_err once done */
   int outstanding;     /* posted operations that still name this request */
   uint32_t seq;        /* first message sequence */
   int n;               /* receive entries */
@@ -121,7 +122,7 @@ struct srd_comm {
   bool peer_closed;     /* the peer sent its close notice */
   uint32_t peer_final_seq; /* messages the closed peer sent (or received) */
   bool is_send, ready, closing;
-  int result;           /* first error; the comm fails fast after it */
+  int result;           /* first error (enum srd_err); the comm fails fast after it */
   char error[256];
   int remote_rails, remote_eps;
   fi_addr_t *peer;      /* [local path] -> remote path address in that rail's AV */
@@ -253,6 +254,7 @@ struct srd_rail_mrs {
  * before the first open, with the handlers of incoming completions (their arg
  * becomes the device); srd_dev_open starts the lane threads it asks for. */
 void srd_dev_init(struct srd_dev *dev, int index, const struct srd_rail_handlers *h);
+/* SRD_OK, or SRD_ERR_SYSTEM when the rails do not open (logged). */
 int srd_dev_open(struct srd_dev *dev);
 void srd_dev_close(struct srd_dev *dev);
 /* Close, then release what srd_dev_init made. */
@@ -266,7 +268,7 @@ void srd_dev_kick(struct srd_dev *dev);
  * lanes a chance at the lock. */
 void srd_dev_wait_step(struct srd_dev *dev);
 /* The comm table and the pools (src/proto/comms.c), made at open and freed
- * at close. srd_dev_comms_init returns 0 or -1 (out of memory). */
+ * at close. srd_dev_comms_init returns SRD_OK or SRD_ERR_SYSTEM. */
 int srd_dev_comms_init(struct srd_dev *dev);
 void srd_dev_comms_fini(struct srd_dev *dev);
 struct srd_comm *srd_dev_comm_by_id(struct srd_dev *dev, uint32_t id);
@@ -278,9 +280,9 @@ void srd_comm_free(struct srd_comm *c);
 /* Take the comm out of the device (no message reaches it) and keep it on the
  * closed list until its operations complete. */
 void srd_comm_retire(struct srd_comm *c);
-/* Fail the comm with an error kept for every later call. */
+/* Fail the comm with an error (enum srd_err) kept for every later call. */
 void srd_comm_fail(struct srd_comm *c, int result, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* Insert the peer's paths; builds c->peer. */
+/* Insert the peer's paths; builds c->peer. SRD_OK or the comm's error. */
 int srd_comm_set_peer(struct srd_comm *c, const struct srd_msg_peer *p);
 
 /* Progress: poll every rail, post what waits, probe silent peers. Lock held. */
@@ -301,14 +303,16 @@ void srd_dev_start_lanes(struct srd_dev *dev);
  * the message into buf (cap bytes) and returns its length, 0 when it does not
  * fit. dest: FI_ADDR_UNSPEC for the peer on the next path, or an explicit
  * address (the handshake, before the peer is known: rail 0, endpoint 0).
- * Returns 0 (posted), -FI_EAGAIN (no buffer free or the provider's queue is
- * full: nothing was sent, try later) or another negative error (the comm has
- * failed). req, when given, completes with the send (eager data). */
+ * Returns SRD_OK (posted), SRD_AGAIN (no buffer free or the provider's queue
+ * is full: nothing was sent) or the error the comm failed with. req, when
+ * given, completes with the send (eager data). */
 typedef size_t (*srd_ctrl_encoder)(void *buf, size_t cap, const void *arg);
 int srd_comm_send_ctrl(struct srd_comm *c, fi_addr_t dest, srd_ctrl_encoder encode, const void *arg,
                        struct srd_req *req);
 
-/* Data path (src/proto/send.c, recv.c). Lock held. *req NULL: try again. */
+/* Data path (src/proto/send.c, recv.c). Lock held. Results are enum srd_err;
+ * isend answers SRD_AGAIN (no request) until the peer's clear-to-send or a
+ * buffer is there. */
 int srd_proto_isend(struct srd_comm *c, const void *data, size_t size, int tag, struct srd_mr_ref *mr,
                     struct srd_req **req);
 int srd_proto_irecv(struct srd_comm *c, int n, void **data, const size_t *sizes, const int *tags,
@@ -319,7 +323,8 @@ void srd_proto_on_trunc(struct srd_comm *c, const struct srd_msg_trunc *m);
 void srd_proto_on_write(struct srd_comm *c, struct srd_imm imm, size_t len);
 void srd_proto_on_bye(struct srd_comm *c, const struct srd_msg_bye *m);
 void srd_proto_post_pending(struct srd_dev *dev);
-/* Post the clear-to-send of a receive, or queue it when the provider is full. */
+/* Post the clear-to-send of a receive, or queue it (SRD_AGAIN) when the
+ * provider is full. */
 int srd_proto_post_cts(struct srd_req *r);
 /* A request from the pool in a free slot of c; NULL when c has none free or
  * memory runs out. */

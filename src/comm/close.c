@@ -1,4 +1,3 @@
-#include "nccl/types.h"
 #include "srd/comm.h"
 #include "srd/log.h"
 #include "srd/param.h"
@@ -16,7 +15,7 @@ void srd_comm_close(struct srd_comm *c) {
   if (c->ready && !c->result && !c->peer_closed) send_bye(c);
   c->closing = true;
   for (int i = 0; i < SRD_REQS_PER_COMM; i++)
-    if (c->reqs[i] && !c->reqs[i]->done) srd_req_finish(c->reqs[i], ncclInvalidUsage);
+    if (c->reqs[i] && !c->reqs[i]->done) srd_req_finish(c->reqs[i], SRD_ERR_USAGE);
   uint64_t deadline = srd_now_ms() + (uint64_t)srd_param_int(SRD_PARAM_CLOSE_TIMEOUT_MS);
   while (c->ops_in_flight > 0 && srd_now_ms() < deadline) srd_dev_wait_step(dev);
   if (c->ops_in_flight > 0) {

@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nccl/types.h"
 #include "srd/comm.h"
 #include "srd/log.h"
 #include "srd/sys.h"
@@ -12,7 +11,7 @@
 static void keep_early(struct srd_comm *c, const void *buf, size_t len) {
   struct srd_early_msg *e = malloc(sizeof(*e) + len), **tail = &c->early;
   if (!e) {
-    srd_comm_fail(c, ncclSystemError, "out of memory keeping an early control message");
+    srd_comm_fail(c, SRD_ERR_SYSTEM, "out of memory keeping an early control message");
     return;
   }
   e->next = NULL;

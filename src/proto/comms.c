@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nccl/types.h"
 #include "srd/log.h"
 #include "srd/proto.h"
 #include "srd/sys.h"
@@ -16,13 +15,13 @@ int srd_dev_comms_init(struct srd_dev *dev) {
   dev->free_index = malloc(SRD_MAX_COMMS * sizeof(*dev->free_index));
   if (!dev->comms || !dev->gen || !dev->free_index) {
     srd_dev_comms_fini(dev);
-    return -1;
+    return SRD_ERR_SYSTEM;
   }
   /* Lowest index on top: the scans stay short while few comms are open. */
   for (int i = 0; i < SRD_MAX_COMMS; i++) dev->free_index[i] = SRD_MAX_COMMS - 1 - (uint32_t)i;
   dev->nfree = SRD_MAX_COMMS;
   dev->comms_end = 0;
-  return 0;
+  return SRD_OK;
 }
 
 void srd_dev_comms_fini(struct srd_dev *dev) {
@@ -150,17 +149,17 @@ int srd_comm_set_peer(struct srd_comm *c, const struct srd_msg_peer *p) {
   struct srd_dev *dev = c->dev;
   int rpaths = p->nrails * p->neps;
   if (p->name_len != dev->rails[0].ep_name_len) {
-    srd_comm_fail(c, ncclSystemError, "peer address length %d differs from ours (%zu): different providers on the two sides?",
+    srd_comm_fail(c, SRD_ERR_SYSTEM, "peer address length %d differs from ours (%zu): different providers on the two sides?",
                   p->name_len, dev->rails[0].ep_name_len);
-    return -1;
+    return c->result;
   }
   c->remote_rails = p->nrails;
   c->remote_eps = p->neps;
   c->peer = calloc((size_t)dev->npaths, sizeof(*c->peer));
   c->inserted = malloc((size_t)dev->nrails * rpaths * sizeof(*c->inserted));
   if (!c->peer || !c->inserted) {
-    srd_comm_fail(c, ncclSystemError, "out of memory");
-    return -1;
+    srd_comm_fail(c, SRD_ERR_SYSTEM, "out of memory");
+    return c->result;
   }
   for (int i = 0; i < dev->nrails * rpaths; i++) c->inserted[i] = FI_ADDR_NOTAVAIL;
   for (int l = 0; l < dev->nrails; l++)
@@ -170,9 +169,9 @@ int srd_comm_set_peer(struct srd_comm *c, const struct srd_msg_peer *p) {
         const uint8_t *name = p->names + (size_t)(r * p->neps + e) * p->name_len;
         fi_addr_t *slot = &c->inserted[l * rpaths + r * p->neps + e];
         if (dev->rail_ops->av_insert(&dev->rails[l], name, slot)) {
-          srd_comm_fail(c, ncclSystemError, "cannot insert the peer's rail %d into the address vector of rail %s", r,
+          srd_comm_fail(c, SRD_ERR_SYSTEM, "cannot insert the peer's rail %d into the address vector of rail %s", r,
                         dev->rails[l].name);
-          return -1;
+          return c->result;
         }
       }
     }
@@ -181,5 +180,5 @@ int srd_comm_set_peer(struct srd_comm *c, const struct srd_msg_peer *p) {
     int r = l % p->nrails, re = e % p->neps;
     c->peer[path] = c->inserted[l * rpaths + r * p->neps + re];
   }
-  return 0;
+  return SRD_OK;
 }

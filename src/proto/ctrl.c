@@ -3,7 +3,6 @@
  * back when nothing was posted, by ctrl_done when the send completes. */
 #include <rdma/fi_errno.h>
 
-#include "nccl/types.h"
 #include "srd/proto.h"
 
 static void ctrl_done(struct srd_op *op, int err, const char *errstr) {
@@ -12,9 +11,9 @@ static void ctrl_done(struct srd_op *op, int err, const char *errstr) {
   struct srd_req *req = op->aux;
   c->dev->rail_ops->put_send_buf(b);
   c->ops_in_flight--;
-  if (err) srd_comm_fail(c, ncclRemoteError, "control message to the peer failed: %s", errstr ? errstr : fi_strerror(-err));
+  if (err) srd_comm_fail(c, SRD_ERR_REMOTE, "control message to the peer failed: %s", errstr ? errstr : fi_strerror(-err));
   if (req) {
-    srd_req_finish(req, err ? ncclRemoteError : ncclSuccess);
+    srd_req_finish(req, err ? SRD_ERR_REMOTE : SRD_OK);
     srd_req_op_done(req);
   }
 }
@@ -28,12 +27,12 @@ int srd_comm_send_ctrl(struct srd_comm *c, fi_addr_t dest, srd_ctrl_encoder enco
   int path = dest == FI_ADDR_UNSPEC ? (int)(c->ctrl_cursor % (unsigned)dev->npaths) : 0;
   struct srd_rail *rail = &dev->rails[path / dev->neps];
   struct srd_rail_buf *b = ops->get_send_buf(rail);
-  if (!b) return -FI_EAGAIN;
+  if (!b) return SRD_AGAIN;
   size_t len = encode(b->data, rail->buf_size, arg);
   if (!len) {
     ops->put_send_buf(b);
-    srd_comm_fail(c, ncclInternalError, "a control message does not fit the %zu-byte buffer", rail->buf_size);
-    return -FI_EINVAL;
+    srd_comm_fail(c, SRD_ERR_INTERNAL, "a control message does not fit the %zu-byte buffer", rail->buf_size);
+    return c->result;
   }
   if (dest == FI_ADDR_UNSPEC) {
     c->ctrl_cursor++;
@@ -45,9 +44,10 @@ int srd_comm_send_ctrl(struct srd_comm *c, fi_addr_t dest, srd_ctrl_encoder enco
   int rc = ops->send(rail, path % dev->neps, b, len, dest);
   if (rc) {
     ops->put_send_buf(b);
-    if (rc != -FI_EAGAIN) srd_comm_fail(c, ncclSystemError, "posting a control message failed: %s", fi_strerror(-rc));
-    return rc;
+    if (rc == -FI_EAGAIN) return SRD_AGAIN;
+    srd_comm_fail(c, SRD_ERR_SYSTEM, "posting a control message failed: %s", fi_strerror(-rc));
+    return c->result;
   }
   c->ops_in_flight++;
-  return 0;
+  return SRD_OK;
 }

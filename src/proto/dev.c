@@ -88,7 +88,7 @@ int srd_dev_open(struct srd_dev *dev) {
   if (lanes != (want ? want : 1))
     SRD_WARN("device %d: NCCL_SRD_PROGRESS_THREADS=%d with %d NIC(s) x %d endpoint(s) exceeds %d rails or %d paths; "
              "using %d lane(s) per NIC", dev->index, want, dev->nnics, dev->neps, SRD_MAX_RAILS, SRD_MAX_PATHS, lanes);
-  if (srd_dev_comms_init(dev)) return -FI_ENOMEM;
+  if (srd_dev_comms_init(dev)) return SRD_ERR_SYSTEM;
   int rc = open_rails(dev, lanes, want > 0);
   if (rc && want > 0) {
     SRD_WARN("device %d: cannot open %d thread-safe lane(s) per NIC (%s); progress threads off", dev->index, lanes,
@@ -98,7 +98,7 @@ int srd_dev_open(struct srd_dev *dev) {
   }
   if (rc) {
     srd_dev_comms_fini(dev);
-    return rc;
+    return SRD_ERR_SYSTEM;
   }
   size_t max_write = SIZE_MAX;
   for (int i = 0; i < dev->nrails; i++)
@@ -120,7 +120,7 @@ int srd_dev_open(struct srd_dev *dev) {
              "copies over 4 threads (2.3x all_reduce bandwidth measured with cores to spare)", dev->index,
              srd_cpus_available());
   dev->open = true;
-  return 0;
+  return SRD_OK;
 }
 
 void srd_dev_close(struct srd_dev *dev) {

@@ -4,13 +4,12 @@
 
 #include <rdma/fi_errno.h>
 
-#include "nccl/types.h"
 #include "srd/log.h"
 #include "srd/param.h"
 #include "srd/proto.h"
 
 /* A probe the provider refuses for this long (tcp reconnecting to a dead
- * peer answers -FI_EAGAIN forever) means the peer is gone. */
+ * peer refuses forever) means the peer is gone. */
 #define PROBE_REFUSALS_MS_FACTOR 4
 
 static size_t encode_ping(void *buf, size_t cap, const void *arg) {
@@ -20,13 +19,13 @@ static size_t encode_ping(void *buf, size_t cap, const void *arg) {
 
 static void send_ping(struct srd_comm *c, uint64_t now, uint64_t quiet) {
   int rc = srd_comm_send_ctrl(c, FI_ADDR_UNSPEC, encode_ping, c, NULL);
-  if (rc == 0) {
+  if (rc == SRD_OK) {
     c->last_ping_ms = now;
     c->probe_refused_since_ms = 0;
-  } else if (rc == -FI_EAGAIN) {
+  } else if (rc == SRD_AGAIN) {
     if (!c->probe_refused_since_ms) c->probe_refused_since_ms = now;
     else if (now - c->probe_refused_since_ms > PROBE_REFUSALS_MS_FACTOR * quiet)
-      srd_comm_fail(c, ncclRemoteError, "peer unreachable: silent for %llu ms and the provider refuses to reach it",
+      srd_comm_fail(c, SRD_ERR_REMOTE, "peer unreachable: silent for %llu ms and the provider refuses to reach it",
                     (unsigned long long)(now - c->last_heard_ms));
   }
 }
@@ -46,7 +45,7 @@ void srd_dev_probe_silent_peers(struct srd_dev *dev, uint64_t now) {
       last_gone = kill((pid_t)c->peer_pid, 0) && errno == ESRCH;
     }
     if (dev->host_local && c->peer_pid && last_gone) {
-      srd_comm_fail(c, ncclRemoteError, "peer process %u exited", c->peer_pid);
+      srd_comm_fail(c, SRD_ERR_REMOTE, "peer process %u exited", c->peer_pid);
       continue;
     }
     bool waiting = c->reqs_in_flight > 0 || now - c->last_wait_ms < 2 * quiet;
@@ -66,7 +65,7 @@ void srd_dev_check_links(struct srd_dev *dev) {
     if (!rail->failed) continue;
     for (int k = 0; k < dev->comms_end; k++)
       if (dev->comms[k] && !dev->comms[k]->result)
-        srd_comm_fail(dev->comms[k], ncclSystemError, "rail %d (%s) of device %d failed", i, rail->name,
+        srd_comm_fail(dev->comms[k], SRD_ERR_SYSTEM, "rail %d (%s) of device %d failed", i, rail->name,
                       dev->index);
   }
 }

@@ -3,7 +3,6 @@
 
 #include <rdma/fi_errno.h>
 
-#include "nccl/types.h"
 #include "srd/log.h"
 #include "srd/proto.h"
 
@@ -36,13 +35,13 @@ static struct srd_cts_rec *cts_take(struct srd_comm *c) {
   int i = 0;
   while (i < SRD_CTS_RECORDS && s->cts[i]) i++;
   if (i == SRD_CTS_RECORDS) {
-    srd_comm_fail(c, ncclInternalError, "more than %d clear-to-send messages outstanding", SRD_CTS_RECORDS);
+    srd_comm_fail(c, SRD_ERR_INTERNAL, "more than %d clear-to-send messages outstanding", SRD_CTS_RECORDS);
     return NULL;
   }
   struct srd_cts_rec *rec = c->dev->free_cts;
   if (rec) c->dev->free_cts = rec->next_free;
   else if (!(rec = calloc(1, sizeof(*rec)))) {
-    srd_comm_fail(c, ncclSystemError, "out of memory");
+    srd_comm_fail(c, SRD_ERR_SYSTEM, "out of memory");
     return NULL;
   }
   int need = SRD_MAX_RECVS * c->remote_rails;
@@ -51,7 +50,7 @@ static struct srd_cts_rec *cts_take(struct srd_comm *c) {
     if (!keys) {
       rec->next_free = c->dev->free_cts;
       c->dev->free_cts = rec;
-      srd_comm_fail(c, ncclSystemError, "out of memory");
+      srd_comm_fail(c, SRD_ERR_SYSTEM, "out of memory");
       return NULL;
     }
     rec->keys = keys;
@@ -72,7 +71,7 @@ static int claim_entry(struct srd_cts_rec *rec, int tag) {
 
 void srd_proto_on_cts(struct srd_comm *c, const struct srd_msg_cts *m) {
   if (m->nkeys != c->remote_rails) {
-    srd_comm_fail(c, ncclRemoteError, "clear-to-send carries %d keys for %d peer rails", m->nkeys, c->remote_rails);
+    srd_comm_fail(c, SRD_ERR_REMOTE, "clear-to-send carries %d keys for %d peer rails", m->nkeys, c->remote_rails);
     return;
   }
   uint32_t end = m->seq + m->n;
@@ -98,8 +97,8 @@ static void stripe_done(struct srd_op *op, int err, const char *errstr) {
   struct srd_comm *c = r->comm;
   c->ops_in_flight--;
   if (err) {
-    srd_comm_fail(c, ncclRemoteError, "RDMA write failed: %s", errstr ? errstr : fi_strerror(-err));
-    srd_req_finish(r, ncclRemoteError);
+    srd_comm_fail(c, SRD_ERR_REMOTE, "RDMA write failed: %s", errstr ? errstr : fi_strerror(-err));
+    srd_req_finish(r, SRD_ERR_REMOTE);
   } else if (++r->completed == r->nstripes) {
     srd_req_finish(r, 0);
   }
@@ -138,18 +137,18 @@ static int post_stripes(struct srd_req *r) {
     } else {
       rc = dev->rail_ops->write(rail, w->ep, w->src, w->len, w->desc, w->imm, w->dest, w->raddr, w->key, &w->op);
     }
-    if (rc == -FI_EAGAIN) return -FI_EAGAIN;
+    if (rc == -FI_EAGAIN) return SRD_AGAIN;
     if (rc) {
-      srd_comm_fail(c, ncclSystemError, "fi_writedata on rail %s failed: %s", rail->name, fi_strerror(-rc));
-      srd_req_finish(r, ncclSystemError);
-      return rc;
+      srd_comm_fail(c, SRD_ERR_SYSTEM, "fi_writedata on rail %s failed: %s", rail->name, fi_strerror(-rc));
+      srd_req_finish(r, SRD_ERR_SYSTEM);
+      return c->result;
     }
     r->posted++;
     r->outstanding++;
     c->ops_in_flight++;
   }
   if (queued) srd_dev_kick(dev);
-  return 0;
+  return SRD_OK;
 }
 
 void srd_proto_post_pending(struct srd_dev *dev) {
@@ -157,7 +156,7 @@ void srd_proto_post_pending(struct srd_dev *dev) {
   while (r) {
     struct srd_req *next = r->next_pending;
     int rc = r->kind == SRD_REQ_SEND ? post_stripes(r) : srd_proto_post_cts(r);
-    if (rc == -FI_EAGAIN) break; /* the queue is full: keep the order */
+    if (rc == SRD_AGAIN) break; /* the queue is full: keep the order */
     if (r->on_pending) {
       dev->pending_head = next;
       if (!next) dev->pending_tail = NULL;
@@ -184,7 +183,7 @@ static size_t encode_eager(void *buf, size_t cap, const void *arg) {
 static int send_eager(struct srd_comm *c, const void *data, size_t size, int tag, struct srd_req **out) {
   struct srd_req *r = srd_req_get(c, SRD_REQ_SEND);
   if (!r) {
-    srd_comm_fail(c, ncclInternalError, "more than %d requests in flight", SRD_REQS_PER_COMM);
+    srd_comm_fail(c, SRD_ERR_INTERNAL, "more than %d requests in flight", SRD_REQS_PER_COMM);
     return c->result;
   }
   r->seq = c->next_seq;
@@ -195,12 +194,12 @@ static int send_eager(struct srd_comm *c, const void *data, size_t size, int tag
   if (rc) {
     r->outstanding = 0;
     srd_req_release(r);
-    return rc == -FI_EAGAIN ? 0 : c->result;
+    return rc;
   }
   srd_send_comm(c)->sent_tag[c->next_seq % SRD_SENT_TAGS] = tag;
   c->next_seq++;
   *out = r;
-  return 0;
+  return SRD_OK;
 }
 
 struct trunc_msg {
@@ -217,28 +216,28 @@ static size_t encode_trunc(void *buf, size_t cap, const void *arg) {
  * waiting forever) and fail this send. */
 static int reject_oversized(struct srd_comm *c, size_t size, const struct srd_cts_entry *e, struct srd_req **out) {
   struct srd_req *r = srd_req_get(c, SRD_REQ_SEND);
-  if (!r) return -FI_EAGAIN;
+  if (!r) return SRD_AGAIN;
   struct trunc_msg m = {c, size};
   if (srd_comm_send_ctrl(c, FI_ADDR_UNSPEC, encode_trunc, &m, NULL)) {
     srd_req_release(r);
-    return -FI_EAGAIN;
+    return SRD_AGAIN;
   }
   SRD_WARN("send comm %#x: message of %zu bytes is larger than the peer's buffer of %llu bytes (tag %d)", c->id, size,
            (unsigned long long)e->len, e->tag);
-  srd_req_finish(r, ncclInvalidUsage);
+  srd_req_finish(r, SRD_ERR_USAGE);
   *out = r;
-  return 0;
+  return SRD_OK;
 }
 
 int srd_proto_isend(struct srd_comm *c, const void *data, size_t size, int tag, struct srd_mr_ref *mr,
                     struct srd_req **out) {
   struct srd_dev *dev = c->dev;
   *out = NULL;
-  if (c->peer_closed) srd_comm_fail(c, ncclRemoteError, "the peer closed its receive comm");
+  if (c->peer_closed) srd_comm_fail(c, SRD_ERR_REMOTE, "the peer closed its receive comm");
   if (c->result) return c->result;
   if (size && (!mr || !srd_mr_covers(mr, data, size))) {
     SRD_WARN("send comm %#x: %zu bytes at %p are outside their registration", c->id, size, data);
-    return ncclInvalidArgument;
+    return SRD_ERR_ARG;
   }
   uint32_t k = c->next_seq;
   struct srd_cts_rec *rec = cts_for(c, k);
@@ -249,29 +248,29 @@ int srd_proto_isend(struct srd_comm *c, const void *data, size_t size, int tag, 
   if (!rec || eager) {
     if (eager) {
       int rc = send_eager(c, data, size, tag, out);
-      if (rc == 0 && *out && rec) claim_entry(rec, tag);
+      if (rc == SRD_OK && rec) claim_entry(rec, tag);
       if (rec && rec->used == (1u << rec->n) - 1) release_cts(c, rec);
       return rc;
     }
     c->last_wait_ms = srd_now_ms();
-    return 0;
+    return SRD_AGAIN;
   }
   int j = claim_entry(rec, tag);
   if (j < 0) {
-    srd_comm_fail(c, ncclInvalidUsage, "send with tag %d matches no buffer of the peer's receive (sequence %u)", tag,
+    srd_comm_fail(c, SRD_ERR_USAGE, "send with tag %d matches no buffer of the peer's receive (sequence %u)", tag,
                   k);
     return c->result;
   }
   if (size > rec->e[j].len) {
     if (reject_oversized(c, size, &rec->e[j], out)) {
       rec->used &= ~(1u << j);
-      return 0;
+      return SRD_AGAIN;
     }
   } else {
     struct srd_req *r = srd_req_get(c, SRD_REQ_SEND);
     if (!r) {
       rec->used &= ~(1u << j);
-      srd_comm_fail(c, ncclInternalError, "more than %d requests in flight", SRD_REQS_PER_COMM);
+      srd_comm_fail(c, SRD_ERR_INTERNAL, "more than %d requests in flight", SRD_REQS_PER_COMM);
       return c->result;
     }
     r->seq = k;
@@ -285,13 +284,13 @@ int srd_proto_isend(struct srd_comm *c, const void *data, size_t size, int tag, 
     r->nstripes = srd_sched_split(&dev->sched, size, &c->sched_cursor, r->stripes, SRD_MAX_STRIPES);
     if (r->nstripes < 0) {
       srd_req_release(r);
-      srd_comm_fail(c, ncclInvalidArgument, "message of %zu bytes needs more than %d writes", size, SRD_MAX_STRIPES);
+      srd_comm_fail(c, SRD_ERR_ARG, "message of %zu bytes needs more than %d writes", size, SRD_MAX_STRIPES);
       return c->result;
     }
-    if (post_stripes(r) == -FI_EAGAIN) srd_pending_add(r);
+    if (post_stripes(r) == SRD_AGAIN) srd_pending_add(r);
     *out = r;
   }
   c->next_seq++;
   if (rec->used == (1u << rec->n) - 1) release_cts(c, rec);
-  return 0;
+  return SRD_OK;
 }

@@ -18,7 +18,7 @@ rank() { # module -> layer, higher calls lower
 
 header_module() { # srd/<name>.h -> the module it belongs to
   case $1 in
-  net | comm) echo comm ;; log | param | sys) echo util ;; *) echo "$1" ;;
+  net | comm) echo comm ;; log | param | sys | err) echo util ;; *) echo "$1" ;;
   esac
 }
 
@@ -28,7 +28,7 @@ check() { # from-module to-module what
   local a b
   a=$(rank "$1") b=$(rank "$2")
   if [ "$a" = 0 ] || [ "$b" = 0 ]; then
-    echo "layers: $3: unknown module ($1 -> $2): add it to tests/layers.sh"
+    echo "layers: $3: unknown module ($1 -> $2): add it to tests/arch/layers.sh"
     bad=1
   elif [ "$b" -ge "$a" ]; then
     echo "layers: $3: $1 (layer $a) depends on $2 (layer $b): upward or sideways"

@@ -16,7 +16,6 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wshadow"
 extern "C" {
-#include "nccl/types.h"
 #include "srd/comm.h"
 }
 #pragma GCC diagnostic pop
@@ -248,7 +247,7 @@ TEST_F(Proto, ClearToSendBeforeSend) {
 TEST_F(Proto, SendBeforeClearToSendWaits) {
   std::vector<char> out = pattern(8192, 2), in(8192);
   Reg ro(out), ri(in);
-  EXPECT_EQ(nullptr, isend(out, ro, out.size(), 0)) << "no clear-to-send yet: try later";
+  EXPECT_EQ(nullptr, isend(out, ro, out.size(), 0, SRD_AGAIN)) << "no clear-to-send yet: try later";
   EXPECT_TRUE(g.writes.empty());
   EXPECT_EQ(0u, s->next_seq) << "a refused send takes no sequence";
   Reg *regs[] = {&ri};
@@ -362,11 +361,11 @@ TEST_F(Proto, TruncationFailsBothSides) {
   srd_req *sr = isend(out, ro, out.size(), 0);
   ASSERT_TRUE(sr);
   EXPECT_TRUE(sr->done);
-  EXPECT_EQ(ncclInvalidUsage, sr->result);
+  EXPECT_EQ(SRD_ERR_USAGE, sr->result);
   EXPECT_TRUE(g.writes.empty()) << "nothing is written past the peer's buffer";
   deliver_and_complete_sends(); // the truncation notice
   EXPECT_TRUE(rr->done);
-  EXPECT_EQ(ncclInvalidUsage, rr->result);
+  EXPECT_EQ(SRD_ERR_USAGE, rr->result);
   srd_req_release(sr);
   srd_req_release(rr);
 }
@@ -380,7 +379,7 @@ TEST_F(Proto, EagerLargerThanTheBufferFailsTheReceive) {
   ASSERT_TRUE(sr);
   deliver_and_complete_sends();
   EXPECT_TRUE(rr->done);
-  EXPECT_EQ(ncclInvalidUsage, rr->result);
+  EXPECT_EQ(SRD_ERR_USAGE, rr->result);
   EXPECT_EQ(std::vector<char>(100), in) << "nothing copied past the buffer";
   srd_req_release(sr);
   srd_req_release(rr);
@@ -488,7 +487,7 @@ TEST_F(Proto, CloseWhileInFlightWaitsForTheProvider) {
   srd_comm_close(closing); // the fake provider holds the writes past the wait
   ASSERT_EQ(closing, a.closed) << "retired, not freed, while the provider holds its writes";
   EXPECT_TRUE(sr->done);
-  EXPECT_EQ(ncclInvalidUsage, sr->result);
+  EXPECT_EQ(SRD_ERR_USAGE, sr->result);
   EXPECT_EQ(nullptr, srd_dev_comm_by_id(&a, closing->id)) << "no message reaches a closed comm";
   while (!g.writes.empty()) complete_write(0);
   srd_dev_free_closed(&a, false);
