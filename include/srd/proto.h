@@ -45,7 +45,7 @@ typedef std::atomic<int> atomic_int;
 
 struct srd_comm;
 
-enum srd_req_kind { SRD_REQ_SEND = 1, SRD_REQ_RECV, SRD_REQ_FLUSH };
+enum srd_req_kind { SRD_REQ_SEND = 1, SRD_REQ_RECV };
 
 struct srd_recv_entry {
   void *buf;
