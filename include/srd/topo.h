@@ -81,6 +81,11 @@ int srd_topo_group(const struct srd_nic_list *nics, const char *xml_path, int ma
  * what srd_topo_group falls back to, and its caller when it fails. */
 void srd_topo_group_all(const struct srd_nic_list *nics, int max_rails, struct srd_topo *out, const char *why);
 
+/* Ask an efa endpoint for 128-byte ordered writes (src/topo/efa.c): 1 granted,
+ * 0 refused, -1 when built without the option. */
+struct fid_ep;
+int srd_efa_write_order_128(struct fid_ep *ep);
+
 /* Link speed assumed when neither libfabric nor sysfs reports one. */
 #define SRD_DEFAULT_SPEED_MBPS 10000
 

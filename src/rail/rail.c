@@ -19,6 +19,7 @@
 
 #include "srd/log.h"
 #include "srd/param.h"
+#include "srd/topo.h"
 
 #define RECV_BUFS_PER_EP 64
 #define SEND_BUFS 128
@@ -105,15 +106,9 @@ static int open_endpoint(struct srd_rail *rail, int i) {
   if ((rc = name_host_local_endpoint(rail, ep, i))) return rc;
   if ((rc = fi_ep_bind(ep, &rail->av->fid, 0))) return rc;
   if ((rc = fi_ep_bind(ep, &rail->cq->fid, FI_TRANSMIT | FI_RECV))) return rc;
-#if HAVE_DECL_FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES
   /* LL128 across nodes is only safe with 128-byte ordered writes: ask efa for
    * them where it offers the option (the tuner probes the same option). */
-  if (!strcmp(rail->info->fabric_attr->prov_name, "efa")) {
-    bool on = true;
-    rail->ordered_128 = !fi_setopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES, &on,
-                                   sizeof(on));
-  }
-#endif
+  if (!strcmp(rail->info->fabric_attr->prov_name, "efa")) rail->ordered_128 = srd_efa_write_order_128(ep) == 1;
   if ((rc = fi_enable(ep))) return rc;
   size_t len = SRD_EP_NAME_MAX;
   if ((rc = fi_getname(&ep->fid, rail->ep_name[i], &len))) return rc;
