@@ -1,13 +1,15 @@
 # Internal convenience libraries, one per layer group; the plugin is their union.
 noinst_LTLIBRARIES += libsrd_util.la libsrd_core.la
-libsrd_util_la_SOURCES = src/util/log.c src/util/param.c
+libsrd_util_la_SOURCES = src/util/log.c src/util/param.c src/util/sys.c
 libsrd_util_la_LIBADD = -lpthread
 
 libsrd_core_la_SOURCES = \
 	src/rail/rail.c \
 	src/mr/mr_cache.c \
-	src/proto/wire.c src/proto/sched.c src/proto/dev.c src/proto/request.c src/proto/send.c src/proto/recv.c \
-	src/comm/handshake.c src/comm/close.c src/comm/net.c
+	src/wire/wire.c src/sched/sched.c \
+	src/proto/dev.c src/proto/comms.c src/proto/ctrl.c src/proto/probe.c src/proto/lanes.c \
+	src/proto/request.c src/proto/send.c src/proto/recv.c \
+	src/comm/dispatch.c src/comm/handshake.c src/comm/close.c src/comm/net.c
 libsrd_core_la_LIBADD = libsrd_topo.la libsrd_util.la $(FABRIC_LIBS) $(HWLOC_LIBS) -ldl
 
 lib_LTLIBRARIES += libnccl-net-srd.la

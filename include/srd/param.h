@@ -38,7 +38,11 @@ int64_t srd_param_int(enum srd_param p);
 const char *srd_param_str(enum srd_param p);
 /* Re-read the environment (tests and tools only). */
 void srd_param_reload(void);
-/* Parse a number with an optional K/M/G suffix (powers of 1024); 0 on success. */
+/* The one parser of scaled numbers: decimal (or hex with 0x) with an optional
+ * K/M/G suffix, powers of 1024; 0 on success. srd_param_parse_int reads the
+ * variables; srd_parse_size the tools' size arguments: no sign, and the
+ * suffix may be spelled KiB or KB too. */
 int srd_param_parse_int(const char *text, int64_t *out);
+int srd_parse_size(const char *text, uint64_t *out);
 
 #endif

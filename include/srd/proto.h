@@ -18,23 +18,34 @@
 #define SRD_PROTO_H
 
 #include <pthread.h>
+#ifdef __cplusplus /* the unit tests: the same layout through C++'s atomics */
+#include <atomic>
+typedef std::atomic<bool> atomic_bool;
+typedef std::atomic<unsigned> atomic_uint;
+typedef std::atomic<int> atomic_int;
+#else
 #include <stdatomic.h>
+#endif
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "srd/err.h"
 #include "srd/mr.h"
 #include "srd/rail.h"
 #include "srd/sched.h"
+#include "srd/sys.h"
 #include "srd/topo.h"
 #include "srd/wire.h"
 
 #define SRD_REQS_PER_COMM 40 /* NCCL keeps at most 32 in flight */
 #define SRD_CTS_RECORDS 48
+#define SRD_SLOT_BITS 6       /* receive slot index in the immediate data; the rest counts uses */
+#define SRD_SENT_TAGS 1024    /* tags of eager sends, for a clear-to-send that comes later */
 
 struct srd_comm;
 
-enum srd_req_kind { SRD_REQ_SEND = 1, SRD_REQ_RECV, SRD_REQ_FLUSH };
+enum srd_req_kind { SRD_REQ_SEND = 1, SRD_REQ_RECV };
 
 struct srd_recv_entry {
   void *buf;
@@ -46,13 +57,18 @@ struct srd_recv_entry {
   bool complete;
 };
 
+/* Requests come from the device's pool when a call needs one and go back when
+ * NCCL and the provider are both done with them; a comm keeps only pointers
+ * (its slots). */
 struct srd_req {
   struct srd_comm *comm;
   enum srd_req_kind kind;
+  int slot;            /* index in comm->reqs */
+  uint8_t slot_tag;    /* receive: slot and use count, as the writes carry it */
   bool in_use, done;
   bool released;       /* NCCL is done with it; free once outstanding is 0 */
   bool on_pending;
-  int result;          /* ncclResult_t once done */
+  int result;          /* enum srd_err once done */
   int outstanding;     /* posted operations that still name this request */
   uint32_t seq;        /* first message sequence */
   int n;               /* receive entries */
@@ -64,20 +80,24 @@ struct srd_req {
   struct srd_mr_ref *mr;
   int nstripes, posted, completed;
   int remote_entry;     /* which buffer of the peer's group */
+  uint8_t remote_slot;  /* the peer's receive, from its clear-to-send */
   uint64_t raddr;
   uint64_t rkey[SRD_MAX_RAILS]; /* by local rail: the key of the remote rail it writes to */
-  struct srd_req *next_pending;
+  struct srd_req *next_pending; /* also the pool's free list */
   struct srd_stripe stripes[SRD_MAX_STRIPES];
   struct srd_rail_write ops[SRD_MAX_STRIPES];
 };
 
-/* A clear-to-send as the sender keeps it until every entry is used. */
+/* A clear-to-send as the sender keeps it until every entry is used; from the
+ * device's pool. */
 struct srd_cts_rec {
-  bool valid;
+  struct srd_cts_rec *next_free;
   uint32_t seq;
   int n;
+  uint8_t slot;
   unsigned used;
   struct srd_cts_entry e[SRD_MAX_RECVS];
+  int keys_cap;
   uint64_t *keys; /* n * nkeys */
 };
 
@@ -90,16 +110,19 @@ struct srd_unexpected { /* eager data that arrived before its receive */
 };
 
 struct srd_dev;
+struct srd_listener;
 
+/* What both directions keep; a send comm (struct srd_send_comm) and a
+ * receive comm (struct srd_recv_comm) extend it. */
 struct srd_comm {
   struct srd_dev *dev;
-  uint32_t id;          /* index | generation << 12 */
+  uint32_t id;          /* index | generation << SRD_COMM_INDEX_BITS */
   uint32_t peer_id;     /* the peer comm's id */
   uint32_t peer_pid;
   bool peer_closed;     /* the peer sent its close notice */
   uint32_t peer_final_seq; /* messages the closed peer sent (or received) */
   bool is_send, ready, closing;
-  int result;           /* first error; the comm fails fast after it */
+  int result;           /* first error (enum srd_err); the comm fails fast after it */
   char error[256];
   int remote_rails, remote_eps;
   fi_addr_t *peer;      /* [local path] -> remote path address in that rail's AV */
@@ -111,15 +134,8 @@ struct srd_comm {
   uint64_t last_heard_ms, last_ping_ms;
   uint64_t last_wait_ms; /* last isend that found no clear-to-send */
   uint64_t probe_refused_since_ms;
-  struct srd_req reqs[SRD_REQS_PER_COMM];
-  /* sender */
-  uint32_t next_seq;
-  struct srd_cts_rec *cur;
-  struct srd_cts_rec cts[SRD_CTS_RECORDS];
-  int32_t sent_tag[SRD_SEQ_MASK + 1];
-  /* receiver */
-  struct srd_req *by_seq[SRD_SEQ_MASK + 1];
-  struct srd_unexpected *unexpected;
+  struct srd_req *reqs[SRD_REQS_PER_COMM]; /* requests in use, by slot */
+  uint32_t next_seq;    /* the next message's sequence */
   /* handshake */
   uint64_t cookie;
   uint64_t deadline_ms;
@@ -132,27 +148,28 @@ struct srd_comm {
   struct srd_comm *next_closed; /* on the device's list of closed comms */
 };
 
+struct srd_send_comm {
+  struct srd_comm base;
+  struct srd_cts_rec *cur;
+  struct srd_cts_rec *cts[SRD_CTS_RECORDS]; /* NULL: free */
+  int32_t sent_tag[SRD_SENT_TAGS];
+};
+
+struct srd_recv_comm {
+  struct srd_comm base;
+  struct srd_unexpected *unexpected;
+  uint8_t slot_uses[SRD_REQS_PER_COMM]; /* a late write cannot name a slot's next request */
+};
+
+static inline struct srd_send_comm *srd_send_comm(struct srd_comm *c) { return (struct srd_send_comm *)c; }
+static inline struct srd_recv_comm *srd_recv_comm(struct srd_comm *c) { return (struct srd_recv_comm *)c; }
+
 /* A control message that overtook the handshake's answer (the transport is
  * unordered): kept raw and replayed once the comm knows its peer. */
 struct srd_early_msg {
   struct srd_early_msg *next;
   size_t len;
   char data[];
-};
-
-struct srd_pending_hello {
-  struct srd_pending_hello *next;
-  struct srd_msg_peer peer;
-  uint8_t names[];
-};
-
-struct srd_listener {
-  struct srd_dev *dev;
-  struct srd_listener *next;
-  uint32_t id;
-  uint64_t cookie;
-  struct srd_pending_hello *hellos;
-  struct srd_comm *accepting; /* accepted, answer not yet posted */
 };
 
 /* The progress thread of one rail (lane). */
@@ -163,6 +180,25 @@ struct srd_lane {
   bool running;         /* created and not yet joined */
 };
 
+/* What the protocol asks of a rail: the seam under proto. srd_dev_init sets
+ * the rail itself (src/rail/rail.c); unit tests give a fake. Opening,
+ * closing and the lanes' reaping use the rail directly. */
+struct srd_rail_ops {
+  int (*av_insert)(struct srd_rail *rail, const void *name, fi_addr_t *addr);
+  void (*av_remove)(struct srd_rail *rail, fi_addr_t addr);
+  struct srd_rail_buf *(*get_send_buf)(struct srd_rail *rail);
+  void (*put_send_buf)(struct srd_rail_buf *buf);
+  int (*send)(struct srd_rail *rail, int ep, struct srd_rail_buf *buf, size_t len, fi_addr_t dest);
+  int (*write)(struct srd_rail *rail, int ep, const void *src, size_t len, void *desc, uint32_t imm, fi_addr_t dest,
+               uint64_t raddr, uint64_t key, struct srd_op *op);
+  void (*queue_write)(struct srd_rail *rail, struct srd_rail_write *w);
+  void *(*mr_desc)(struct fid_mr *mr);
+  uint64_t (*mr_key)(struct fid_mr *mr);
+  int (*poll)(struct srd_rail *rail, int max);
+  int (*link_down)(const struct srd_rail *rail);
+};
+extern const struct srd_rail_ops srd_rail_ops_fabric;
+
 struct srd_dev {
   pthread_mutex_t lock; /* one owner of every rail, comm and request of the device */
   int index;
@@ -171,6 +207,8 @@ struct srd_dev {
   int nnics;            /* NICs of the group; rail i is lane i / nnics of NIC i % nnics */
   int lanes_per_nic;
   bool threaded;        /* lane threads poll the CQs; callers do not */
+  struct srd_rail_handlers handlers; /* what the rails call with a completion: the comm layer's dispatch */
+  const struct srd_rail_ops *rail_ops;
   struct srd_rail *rails;
   struct srd_lane *lanes; /* [nrails] when threaded */
   pid_t lanes_pid;        /* the process that started them */
@@ -186,9 +224,16 @@ struct srd_dev {
   size_t eager_max;
   bool cuda;            /* provider and driver can register GPU memory */
   bool host_local;      /* shm: peers are processes of this host */
-  struct srd_comm *comms[SRD_MAX_COMMS];
-  uint32_t gen[SRD_MAX_COMMS];
+  /* The comm table, allocated at open: comms[index] and its generation,
+   * free indexes on a stack (connect costs the same with 60,000 comms as with
+   * one); comms_end bounds the scans. */
+  struct srd_comm **comms;
+  uint16_t *gen;
+  uint32_t *free_index;
+  int nfree, comms_end;
   int ncomms;
+  struct srd_req *free_reqs;      /* the request pool */
+  struct srd_cts_rec *free_cts;   /* the clear-to-send pool */
   struct srd_listener *listeners;
   struct srd_comm *connecting;
   uint32_t next_listener_id;
@@ -205,12 +250,11 @@ struct srd_rail_mrs {
   struct fid_mr *mr[SRD_MAX_RAILS];
 };
 
-uint64_t srd_now_ms(void);
-uint64_t srd_random64(void);
-
 /* Device lifetime (src/proto/dev.c). Caller holds no lock. srd_dev_init once
- * before the first open; srd_dev_open starts the lane threads it asks for. */
-void srd_dev_init(struct srd_dev *dev, int index);
+ * before the first open, with the handlers of incoming completions (their arg
+ * becomes the device); srd_dev_open starts the lane threads it asks for. */
+void srd_dev_init(struct srd_dev *dev, int index, const struct srd_rail_handlers *h);
+/* SRD_OK, or SRD_ERR_SYSTEM when the rails do not open (logged). */
 int srd_dev_open(struct srd_dev *dev);
 void srd_dev_close(struct srd_dev *dev);
 /* Close, then release what srd_dev_init made. */
@@ -223,35 +267,52 @@ void srd_dev_kick(struct srd_dev *dev);
 /* One step of a bounded wait inside a call (lock held): progress, and give the
  * lanes a chance at the lock. */
 void srd_dev_wait_step(struct srd_dev *dev);
+/* The comm table and the pools (src/proto/comms.c), made at open and freed
+ * at close. srd_dev_comms_init returns SRD_OK or SRD_ERR_SYSTEM. */
+int srd_dev_comms_init(struct srd_dev *dev);
+void srd_dev_comms_fini(struct srd_dev *dev);
 struct srd_comm *srd_dev_comm_by_id(struct srd_dev *dev, uint32_t id);
+/* What an idle comm of a direction holds (its requests and clear-to-send
+ * records come from the device's pools when used). */
+size_t srd_comm_size(bool is_send);
 struct srd_comm *srd_comm_alloc(struct srd_dev *dev, bool is_send);
 void srd_comm_free(struct srd_comm *c);
 /* Take the comm out of the device (no message reaches it) and keep it on the
  * closed list until its operations complete. */
 void srd_comm_retire(struct srd_comm *c);
-/* Fail the comm with an error kept for every later call. */
+/* Fail the comm with an error (enum srd_err) kept for every later call. */
 void srd_comm_fail(struct srd_comm *c, int result, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* Insert the peer's paths; builds c->peer. */
+/* Insert the peer's paths; builds c->peer. SRD_OK or the comm's error. */
 int srd_comm_set_peer(struct srd_comm *c, const struct srd_msg_peer *p);
 
 /* Progress: poll every rail, post what waits, probe silent peers. Lock held. */
 void srd_dev_progress(struct srd_dev *dev);
-/* Handshake messages are delivered here by the progress engine. */
-void srd_handshake_on_message(struct srd_dev *dev, const struct srd_msg *m);
-/* Deliver messages that arrived before the comm was ready. */
-void srd_comm_replay_early(struct srd_comm *c);
+/* Everything but the CQs: post what waits, and the periodic checks. */
+void srd_dev_progress_without_cqs(struct srd_dev *dev);
+/* The periodic checks (src/proto/probe.c): rails without a link fail every
+ * comm; comms that wait on a silent peer probe it. */
+void srd_dev_check_links(struct srd_dev *dev);
+void srd_dev_probe_silent_peers(struct srd_dev *dev, uint64_t now);
+/* Free closed comms whose last operation completed; all of them when the
+ * device's rails are gone (no completion can arrive any more). */
+void srd_dev_free_closed(struct srd_dev *dev, bool all);
+/* Start one progress thread per rail (src/proto/lanes.c). */
+void srd_dev_start_lanes(struct srd_dev *dev);
 
-/* Control messages to the peer of c: take a buffer on the next path (NULL
- * when none is free), encode into b->data, post. Posting returns -FI_EAGAIN
- * when the provider queue is full; the buffer is then given back. req, when
+/* Control messages to the peer of c (src/proto/ctrl.c). The encoder writes
+ * the message into buf (cap bytes) and returns its length, 0 when it does not
+ * fit. dest: FI_ADDR_UNSPEC for the peer on the next path, or an explicit
+ * address (the handshake, before the peer is known: rail 0, endpoint 0).
+ * Returns SRD_OK (posted), SRD_AGAIN (no buffer free or the provider's queue
+ * is full: nothing was sent) or the error the comm failed with. req, when
  * given, completes with the send (eager data). */
-struct srd_rail_buf *srd_comm_ctrl_buf(struct srd_comm *c, int *path);
-int srd_comm_post_ctrl(struct srd_comm *c, struct srd_rail_buf *b, int path, size_t len, struct srd_req *req);
-/* The same to an explicit address (the handshake, before the peer is known). */
-int srd_comm_post_ctrl_to(struct srd_comm *c, struct srd_rail_buf *b, int path, fi_addr_t dest, size_t len,
-                          struct srd_req *req);
+typedef size_t (*srd_ctrl_encoder)(void *buf, size_t cap, const void *arg);
+int srd_comm_send_ctrl(struct srd_comm *c, fi_addr_t dest, srd_ctrl_encoder encode, const void *arg,
+                       struct srd_req *req);
 
-/* Data path (src/proto/send.c, recv.c). Lock held. *req NULL: try again. */
+/* Data path (src/proto/send.c, recv.c). Lock held. Results are enum srd_err;
+ * isend answers SRD_AGAIN (no request) until the peer's clear-to-send or a
+ * buffer is there. */
 int srd_proto_isend(struct srd_comm *c, const void *data, size_t size, int tag, struct srd_mr_ref *mr,
                     struct srd_req **req);
 int srd_proto_irecv(struct srd_comm *c, int n, void **data, const size_t *sizes, const int *tags,
@@ -262,9 +323,16 @@ void srd_proto_on_trunc(struct srd_comm *c, const struct srd_msg_trunc *m);
 void srd_proto_on_write(struct srd_comm *c, struct srd_imm imm, size_t len);
 void srd_proto_on_bye(struct srd_comm *c, const struct srd_msg_bye *m);
 void srd_proto_post_pending(struct srd_dev *dev);
-/* Post the clear-to-send of a receive, or queue it when the provider is full. */
+/* Post the clear-to-send of a receive, or queue it (SRD_AGAIN) when the
+ * provider is full. */
 int srd_proto_post_cts(struct srd_req *r);
+/* A request from the pool in a free slot of c; NULL when c has none free or
+ * memory runs out. */
 struct srd_req *srd_req_get(struct srd_comm *c, enum srd_req_kind kind);
+/* Give every request of a freed comm back to the pool. */
+void srd_req_put_all(struct srd_comm *c);
+/* Free the pools (device close). */
+void srd_pools_free(struct srd_dev *dev);
 /* NCCL saw the request done: recycle it once no operation names it. */
 void srd_req_release(struct srd_req *r);
 void srd_req_finish(struct srd_req *r, int result);

@@ -26,6 +26,9 @@
 #include <rdma/fabric.h>
 #include <rdma/fi_eq.h>
 
+/* A rail is one NIC opened once (one lane of it: fabric, domain, AV, CQ); a
+ * path is a rail and one of its endpoints. */
+#define SRD_MAX_RAILS 32 /* rails of one device: its NICs x progress lanes */
 #define SRD_MAX_EPS_PER_RAIL 8
 #define SRD_EP_NAME_MAX 64
 #define SRD_RAIL_BATCH 16
@@ -144,6 +147,8 @@ struct srd_rail_batch {
 int srd_rail_open(struct srd_rail *rail, int index, const struct fi_info *info, int neps, size_t buf_size,
                   bool thread_safe, const struct srd_rail_handlers *h);
 void srd_rail_close(struct srd_rail *rail);
+/* The largest single write a rail of this provider info makes. */
+size_t srd_rail_write_limit(const struct fi_info *info);
 
 int srd_rail_av_insert(struct srd_rail *rail, const void *name, fi_addr_t *addr);
 void srd_rail_av_remove(struct srd_rail *rail, fi_addr_t addr);

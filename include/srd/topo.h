@@ -7,7 +7,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SRD_MAX_RAILS 32
+/* Vocabulary: a NIC is one network interface the provider reports; a device
+ * (what NCCL sees) is a group of NICs, one group per GPU. */
+#define SRD_MAX_NICS 32 /* NICs the plugin uses, and so NICs of one device */
+#define SRD_MAX_GPUS 32 /* GPUs NICs are grouped around: one device each */
 /* The libfabric API version we were built against. */
 #define SRD_FI_VERSION FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION)
 
@@ -55,7 +58,7 @@ const char *srd_locality_name(int locality);
 
 struct srd_device_group {
   int nrails;
-  int rails[SRD_MAX_RAILS]; /* indexes into srd_nic_list.nics, closest first */
+  int rails[SRD_MAX_NICS];  /* the group's NICs: indexes into srd_nic_list.nics, closest first */
   int gpu;                  /* index of the GPU it serves, -1 when none */
   int locality;             /* enum srd_locality */
   int numa;                 /* NUMA node of the first rail, -1 unknown */
@@ -66,7 +69,7 @@ struct srd_device_group {
 struct srd_topo {
   int ngpus;
   int ngroups;
-  struct srd_device_group groups[SRD_MAX_RAILS];
+  struct srd_device_group groups[SRD_MAX_GPUS];
 };
 
 /* Group NICs around GPUs with hwloc: same PCIe switch first, then same NUMA
@@ -74,6 +77,14 @@ struct srd_topo {
  * rails per group. xml_path NULL: NCCL_SRD_TOPO_FILE, else the live machine.
  * Returns 0, or -1 with a warning. */
 int srd_topo_group(const struct srd_nic_list *nics, const char *xml_path, int max_rails, struct srd_topo *out);
+/* One device of every NIC (up to max_rails, 0: no cap), without a topology:
+ * what srd_topo_group falls back to, and its caller when it fails. */
+void srd_topo_group_all(const struct srd_nic_list *nics, int max_rails, struct srd_topo *out, const char *why);
+
+/* Ask an efa endpoint for 128-byte ordered writes (src/topo/efa.c): 1 granted,
+ * 0 refused, -1 when built without the option. */
+struct fid_ep;
+int srd_efa_write_order_128(struct fid_ep *ep);
 
 /* Link speed assumed when neither libfabric nor sysfs reports one. */
 #define SRD_DEFAULT_SPEED_MBPS 10000

@@ -10,30 +10,32 @@
 
 #define SRD_MAX_RECVS 8
 #define SRD_MAX_STRIPES 32
-#define SRD_SEQ_BITS 10
-#define SRD_SEQ_MASK ((1u << SRD_SEQ_BITS) - 1)
-#define SRD_COMM_INDEX_BITS 12
+#define SRD_COMM_INDEX_BITS 16
 #define SRD_MAX_COMMS (1 << SRD_COMM_INDEX_BITS)
+#define SRD_IMM_SLOT_MASK 0xffu
 #define SRD_HANDLE_SIZE 128
 #define SRD_NAME_MAX 64
 #define SRD_MAX_PATHS 64 /* rails x endpoints per rail named in a hello */
 
-/* Immediate data: comm index (12) | message sequence mod 1024 (10) |
- * stripe count - 1 (5) | receive entry in the group (3) | 2 spare. */
+/* Immediate data: comm index (16) | receive slot (8) | stripe count - 1 (5) |
+ * receive entry in the group (3). The slot names the receive request the
+ * clear-to-send offered (its index and a use count, chosen by the receiver):
+ * the message sequence travels in the control messages, whose 32-bit fields
+ * have room, so the write needs only what finds the request. */
 struct srd_imm {
   uint32_t comm_index;
-  uint32_t seq;
+  uint32_t slot;
   uint32_t nstripes;
   uint32_t entry;
 };
 
 static inline uint32_t srd_imm_pack(struct srd_imm v) {
-  return (v.comm_index & (SRD_MAX_COMMS - 1)) | (v.seq & SRD_SEQ_MASK) << 12 | ((v.nstripes - 1) & 31u) << 22 |
-         (v.entry & 7u) << 27;
+  return (v.comm_index & (SRD_MAX_COMMS - 1)) | (v.slot & SRD_IMM_SLOT_MASK) << 16 | ((v.nstripes - 1) & 31u) << 24 |
+         (v.entry & 7u) << 29;
 }
 
 static inline struct srd_imm srd_imm_unpack(uint32_t x) {
-  struct srd_imm v = {x & (SRD_MAX_COMMS - 1), (x >> 12) & SRD_SEQ_MASK, ((x >> 22) & 31u) + 1, (x >> 27) & 7u};
+  struct srd_imm v = {x & (SRD_MAX_COMMS - 1), (x >> 16) & SRD_IMM_SLOT_MASK, ((x >> 24) & 31u) + 1, (x >> 29) & 7u};
   return v;
 }
 
@@ -78,6 +80,7 @@ struct srd_cts_entry {
 struct srd_msg_cts {
   uint32_t seq; /* first message sequence of the group */
   uint8_t n, nkeys;
+  uint8_t slot;  /* goes back in the immediate data of every write */
   struct srd_cts_entry e[SRD_MAX_RECVS];
   const uint8_t *keys; /* n * nkeys little-endian uint64 keys, entry-major */
 };

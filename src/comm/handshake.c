@@ -21,29 +21,33 @@ static void our_paths(struct srd_dev *dev, struct srd_msg_peer *p, uint8_t *name
   p->names = names;
 }
 
+struct peer_msg {
+  const struct srd_comm *c;
+  enum srd_msg_type type;
+  uint32_t dst, listener_id;
+};
+
+static size_t encode_peer(void *buf, size_t cap, const void *arg) {
+  const struct peer_msg *m = arg;
+  struct srd_dev *dev = m->c->dev;
+  uint8_t names[SRD_MAX_PATHS * SRD_NAME_MAX];
+  struct srd_msg_peer p = {
+      .cookie = m->c->cookie, .listener_id = m->listener_id, .src_comm = m->c->id, .pid = (uint32_t)getpid()};
+  our_paths(dev, &p, names);
+  if (m->type == SRD_MSG_ACCEPT && !dev->cuda) p.flags |= SRD_PEER_EAGER_OK;
+  return srd_msg_encode_peer(buf, cap, m->type, m->dst, &p);
+}
+
 /* Post a hello or answer from rail 0, endpoint 0. */
 static int post_peer_msg(struct srd_comm *c, enum srd_msg_type type, uint32_t dst, fi_addr_t dest,
                          uint32_t listener_id) {
-  struct srd_dev *dev = c->dev;
-  struct srd_rail_buf *b = srd_rail_get_send_buf(&dev->rails[0]);
-  if (!b) return -FI_EAGAIN;
-  uint8_t names[SRD_MAX_PATHS * SRD_NAME_MAX];
-  struct srd_msg_peer p = {
-      .cookie = c->cookie, .listener_id = listener_id, .src_comm = c->id, .pid = (uint32_t)getpid()};
-  our_paths(dev, &p, names);
-  if (type == SRD_MSG_ACCEPT && !dev->cuda) p.flags |= SRD_PEER_EAGER_OK;
-  size_t len = srd_msg_encode_peer(b->data, dev->rails[0].buf_size, type, dst, &p);
-  if (!len) {
-    srd_rail_put_send_buf(b);
-    srd_comm_fail(c, ncclInternalError, "%d paths do not fit a control message", dev->npaths);
-    return -FI_EINVAL;
-  }
-  return srd_comm_post_ctrl_to(c, b, 0, dest, len, NULL);
+  struct peer_msg m = {c, type, dst, listener_id};
+  return srd_comm_send_ctrl(c, dest, encode_peer, &m, NULL);
 }
 
 int srd_listen(struct srd_dev *dev, void *handle, struct srd_listener **out) {
   struct srd_listener *l = calloc(1, sizeof(*l));
-  if (!l) return ncclSystemError;
+  if (!l) return SRD_ERR_SYSTEM;
   l->dev = dev;
   l->id = dev->next_listener_id++;
   l->cookie = srd_random64();
@@ -53,7 +57,7 @@ int srd_listen(struct srd_dev *dev, void *handle, struct srd_listener **out) {
   memcpy(h.name, dev->rails[0].ep_name[0], h.name_len);
   srd_handle_encode(&h, handle);
   *out = l;
-  return ncclSuccess;
+  return SRD_OK;
 }
 
 static void unlink_connecting(struct srd_dev *dev, struct srd_comm *c) {
@@ -71,8 +75,8 @@ static struct srd_comm *start_connect(struct srd_dev *dev, const struct srd_hand
   c->connect_key = key;
   c->listener_id = h->listener_id;
   c->deadline_ms = srd_now_ms() + (uint64_t)srd_param_int(SRD_PARAM_CONNECT_TIMEOUT_MS);
-  if (h->name_len != dev->rails[0].ep_name_len || srd_rail_av_insert(&dev->rails[0], h->name, &c->listener_addr)) {
-    srd_comm_fail(c, ncclInvalidUsage, "the handle's address (%u bytes) is not one of provider %s (%zu bytes)",
+  if (h->name_len != dev->rails[0].ep_name_len || dev->rail_ops->av_insert(&dev->rails[0], h->name, &c->listener_addr)) {
+    srd_comm_fail(c, SRD_ERR_USAGE, "the handle's address (%u bytes) is not one of provider %s (%zu bytes)",
                   h->name_len, dev->rails[0].info->fabric_attr->prov_name, dev->rails[0].ep_name_len);
   }
   c->next_connecting = dev->connecting;
@@ -86,20 +90,19 @@ int srd_connect(struct srd_dev *dev, void *handle, struct srd_comm **out) {
   *out = NULL;
   if (srd_handle_decode(handle, &h, &why)) {
     SRD_WARN("connect on device %d: invalid handle: %s", dev->index, why);
-    return ncclInvalidArgument;
+    return SRD_ERR_ARG;
   }
   struct srd_comm *c;
   for (c = dev->connecting; c; c = c->next_connecting)
     if (c->connect_key == handle && c->cookie == h.cookie && c->listener_id == h.listener_id) break;
-  if (!c && !(c = start_connect(dev, &h, handle))) return ncclSystemError;
+  if (!c && !(c = start_connect(dev, &h, handle))) return SRD_ERR_SYSTEM;
   if (!c->hello_sent && !c->result) {
     int rc = post_peer_msg(c, SRD_MSG_HELLO, 0, c->listener_addr, c->listener_id);
-    if (rc == 0) c->hello_sent = true;
-    else if (rc != -FI_EAGAIN) srd_comm_fail(c, ncclSystemError, "cannot send the hello: %s", fi_strerror(-rc));
+    if (rc == SRD_OK) c->hello_sent = true;
   }
   srd_dev_progress(dev);
   if (!c->result && !c->ready && srd_now_ms() > c->deadline_ms)
-    srd_comm_fail(c, ncclRemoteError, "no answer from the listener within %lld ms (NCCL_SRD_CONNECT_TIMEOUT_MS)",
+    srd_comm_fail(c, SRD_ERR_REMOTE, "no answer from the listener within %lld ms (NCCL_SRD_CONNECT_TIMEOUT_MS)",
                   (long long)srd_param_int(SRD_PARAM_CONNECT_TIMEOUT_MS));
   if (c->result) {
     int rc = c->result;
@@ -107,11 +110,11 @@ int srd_connect(struct srd_dev *dev, void *handle, struct srd_comm **out) {
     srd_comm_close(c);
     return rc;
   }
-  if (!c->ready) return ncclSuccess;
+  if (!c->ready) return SRD_AGAIN;
   unlink_connecting(dev, c);
   c->connect_key = NULL;
   *out = c;
-  return ncclSuccess;
+  return SRD_OK;
 }
 
 static struct srd_listener *find_listener(struct srd_dev *dev, uint32_t id) {
@@ -166,12 +169,12 @@ int srd_accept(struct srd_listener *l, struct srd_comm **out) {
   struct srd_comm *c = l->accepting;
   if (!c) {
     struct srd_pending_hello *ph = l->hellos;
-    if (!ph) return ncclSuccess;
+    if (!ph) return SRD_AGAIN;
     l->hellos = ph->next;
     c = srd_comm_alloc(dev, false);
     if (!c) {
       free(ph);
-      return ncclSystemError;
+      return SRD_ERR_SYSTEM;
     }
     c->cookie = l->cookie;
     c->peer_id = ph->peer.src_comm;
@@ -186,17 +189,17 @@ int srd_accept(struct srd_listener *l, struct srd_comm **out) {
     l->accepting = c;
   }
   int rc = post_peer_msg(c, SRD_MSG_ACCEPT, c->peer_id, c->peer[0], l->id);
-  if (rc == -FI_EAGAIN) return ncclSuccess;
+  if (rc == SRD_AGAIN) return SRD_AGAIN;
   l->accepting = NULL;
   if (rc) {
-    rc = c->result ? c->result : ncclSystemError;
+    rc = c->result ? c->result : SRD_ERR_SYSTEM;
     srd_comm_close(c);
     return rc;
   }
   c->ready = true;
   c->last_heard_ms = srd_now_ms();
   *out = c;
-  return ncclSuccess;
+  return SRD_OK;
 }
 
 void srd_close_listen(struct srd_listener *l) {

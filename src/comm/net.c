@@ -55,18 +55,6 @@ static int mr_reg(void *arg, void *base, size_t len, int type, int dmabuf_fd, ui
   return 0;
 }
 
-static void group_everything(void) {
-  g.topo.ngroups = 1;
-  struct srd_device_group *grp = &g.topo.groups[0];
-  memset(grp, 0, sizeof(*grp));
-  grp->gpu = -1;
-  grp->numa = g.nics.nics[0].numa;
-  for (int i = 0; i < g.nics.n; i++) {
-    grp->rails[grp->nrails++] = i;
-    grp->speed_mbps += g.nics.nics[i].speed_mbps;
-  }
-}
-
 /* Every entry from NCCL takes the device lock; with progress lanes it also
  * tells them NCCL is active, so they keep polling instead of sleeping. */
 static void enter_dev(struct srd_dev *dev) {
@@ -79,14 +67,14 @@ static int setup_devices(void) {
   int cap = (int)srd_param_int(SRD_PARAM_RAILS);
   if (srd_topo_group(&g.nics, NULL, cap, &g.topo) || g.topo.ngroups == 0) {
     SRD_WARN("NIC grouping failed; one device holds every NIC");
-    group_everything();
+    srd_topo_group_all(&g.nics, cap, &g.topo, "grouping failed: one device holds every NIC");
   }
   g.devs = calloc((size_t)g.topo.ngroups, sizeof(*g.devs));
   if (!g.devs) return -1;
   g.ndevs = g.topo.ngroups;
   for (int d = 0; d < g.ndevs; d++) {
     struct srd_dev *dev = &g.devs[d];
-    srd_dev_init(dev, d);
+    srd_dev_init(dev, d, &srd_dispatch_handlers);
     dev->nics = &g.nics;
     dev->group = g.topo.groups[d];
     struct srd_mr_ops ops = {mr_reg, mr_dereg, dev};
@@ -137,16 +125,38 @@ ncclResult_t srd_net_devices(int *ndev) {
   return ncclSuccess;
 }
 
-static struct srd_dev *open_dev(int d) {
+/* The one place an internal result (enum srd_err) becomes NCCL's. */
+static ncclResult_t to_nccl(int rc) {
+  switch (rc) {
+  case SRD_OK:
+  case SRD_AGAIN: /* the comm or request pointer stays NULL: NCCL calls again */
+    return ncclSuccess;
+  case SRD_ERR_ARG:
+    return ncclInvalidArgument;
+  case SRD_ERR_USAGE:
+    return ncclInvalidUsage;
+  case SRD_ERR_SYSTEM:
+    return ncclSystemError;
+  case SRD_ERR_REMOTE:
+    return ncclRemoteError;
+  default:
+    return ncclInternalError;
+  }
+}
+
+/* Devices open on first use. A device that does not exist is a bad
+ * argument; one whose rails do not open is a system error. */
+static int open_dev(int d, struct srd_dev **out) {
   if (d < 0 || d >= g.ndevs) {
     SRD_WARN("device %d does not exist (%d devices)", d, g.ndevs);
-    return NULL;
+    return SRD_ERR_ARG;
   }
   struct srd_dev *dev = &g.devs[d];
   pthread_mutex_lock(&g.lock);
-  int rc = dev->open ? 0 : srd_dev_open(dev);
+  int rc = dev->open ? SRD_OK : srd_dev_open(dev);
   pthread_mutex_unlock(&g.lock);
-  return rc ? NULL : dev;
+  *out = rc ? NULL : dev;
+  return rc;
 }
 
 ncclResult_t srd_net_get_properties(int d, struct srd_props *p) {
@@ -162,31 +172,33 @@ ncclResult_t srd_net_get_properties(int d, struct srd_props *p) {
   p->latency_us = 0;
   p->max_comms = SRD_MAX_COMMS - 1;
   p->max_recvs = SRD_MAX_RECVS;
-  size_t max_write = nic->info->ep_attr->max_msg_size;
-  if (max_write > (1ULL << 30)) max_write = 1ULL << 30;
-  p->max_p2p_bytes = max_write * SRD_MAX_STRIPES;
+  p->max_p2p_bytes = srd_rail_write_limit(nic->info) * SRD_MAX_STRIPES;
   p->rail_id = d;
   return ncclSuccess;
 }
 
 ncclResult_t srd_net_listen(int d, void *handle, void **listen_comm) {
-  struct srd_dev *dev = open_dev(d);
-  if (!dev || !handle || !listen_comm) return ncclInvalidArgument;
+  if (!handle || !listen_comm) return ncclInvalidArgument;
+  struct srd_dev *dev;
+  int rc = open_dev(d, &dev);
+  if (rc) return to_nccl(rc);
   enter_dev(dev);
-  int rc = srd_listen(dev, handle, (struct srd_listener **)listen_comm);
+  rc = srd_listen(dev, handle, (struct srd_listener **)listen_comm);
   pthread_mutex_unlock(&dev->lock);
-  return (ncclResult_t)rc;
+  return to_nccl(rc);
 }
 
 ncclResult_t srd_net_connect(int d, void *handle, void **send_comm) {
   if (!send_comm) return ncclInvalidArgument;
   *send_comm = NULL;
-  struct srd_dev *dev = open_dev(d);
-  if (!dev || !handle) return ncclInvalidArgument;
+  if (!handle) return ncclInvalidArgument;
+  struct srd_dev *dev;
+  int rc = open_dev(d, &dev);
+  if (rc) return to_nccl(rc);
   enter_dev(dev);
-  int rc = srd_connect(dev, handle, (struct srd_comm **)send_comm);
+  rc = srd_connect(dev, handle, (struct srd_comm **)send_comm);
   pthread_mutex_unlock(&dev->lock);
-  return (ncclResult_t)rc;
+  return to_nccl(rc);
 }
 
 ncclResult_t srd_net_accept(void *listen_comm, void **recv_comm) {
@@ -196,7 +208,7 @@ ncclResult_t srd_net_accept(void *listen_comm, void **recv_comm) {
   enter_dev(l->dev);
   int rc = srd_accept(l, (struct srd_comm **)recv_comm);
   pthread_mutex_unlock(&l->dev->lock);
-  return (ncclResult_t)rc;
+  return to_nccl(rc);
 }
 
 ncclResult_t srd_net_reg_mr(void *comm, void *data, size_t size, int type, int dmabuf_fd, uint64_t offset,
@@ -232,13 +244,13 @@ ncclResult_t srd_net_isend(void *send_comm, void *data, size_t size, int tag, vo
   if (!c || !c->is_send || !request) return ncclInvalidArgument;
   enter_dev(c->dev);
   int rc = srd_proto_isend(c, data, size, tag, mhandle, (struct srd_req **)request);
-  if (rc == 0 && !*request) {
+  if (rc == SRD_AGAIN) {
     /* No clear-to-send yet: reap what arrived and look once more. */
     srd_dev_progress(c->dev);
     rc = srd_proto_isend(c, data, size, tag, mhandle, (struct srd_req **)request);
   }
   pthread_mutex_unlock(&c->dev->lock);
-  return (ncclResult_t)rc;
+  return to_nccl(rc);
 }
 
 ncclResult_t srd_net_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags, void **mhandles,
@@ -248,7 +260,7 @@ ncclResult_t srd_net_irecv(void *recv_comm, int n, void **data, const size_t *si
   enter_dev(c->dev);
   int rc = srd_proto_irecv(c, n, data, sizes, tags, (struct srd_mr_ref **)mhandles, (struct srd_req **)request);
   pthread_mutex_unlock(&c->dev->lock);
-  return (ncclResult_t)rc;
+  return to_nccl(rc);
 }
 
 ncclResult_t srd_net_iflush(void *recv_comm, int n, void **data, const int *sizes, void **mhandles, void **request) {
@@ -279,7 +291,7 @@ ncclResult_t srd_net_test(void *request, int *done, int *sizes) {
   if (!r->done) srd_dev_progress(dev);
   if (!r->done && c->result) srd_req_finish(r, c->result);
   *done = r->done;
-  int rc = ncclSuccess;
+  int rc = SRD_OK;
   if (r->done) {
     rc = r->result;
     if (sizes) {
@@ -291,7 +303,7 @@ ncclResult_t srd_net_test(void *request, int *done, int *sizes) {
     srd_req_release(r);
   }
   pthread_mutex_unlock(&dev->lock);
-  return (ncclResult_t)rc;
+  return to_nccl(rc);
 }
 
 static ncclResult_t close_comm(struct srd_comm *c) {

@@ -3,7 +3,6 @@
 
 #include <rdma/fi_errno.h>
 
-#include "nccl/types.h"
 #include "srd/log.h"
 #include "srd/proto.h"
 
@@ -21,7 +20,7 @@ static void deliver_eager(struct srd_req *r, int32_t tag, uint32_t len, const vo
     if (len > e->cap) {
       SRD_WARN("recv comm %#x: message of %u bytes does not fit the %zu-byte buffer (tag %d)", c->id, len, e->cap,
                tag);
-      r->result = ncclInvalidUsage;
+      r->result = SRD_ERR_USAGE;
     } else {
       if (len) memcpy(e->buf, data, len);
       e->got = len;
@@ -29,12 +28,16 @@ static void deliver_eager(struct srd_req *r, int32_t tag, uint32_t len, const vo
     entry_complete(r, e);
     return;
   }
-  srd_comm_fail(c, ncclRemoteError, "eager message with tag %d matches no buffer of receive %u", tag, r->seq);
+  srd_comm_fail(c, SRD_ERR_REMOTE, "eager message with tag %d matches no buffer of receive %u", tag, r->seq);
 }
 
+/* The open receive whose group holds sequence seq (at most
+ * SRD_REQS_PER_COMM to look at). */
 static struct srd_req *recv_for_seq(struct srd_comm *c, uint32_t seq) {
-  struct srd_req *r = c->by_seq[seq & SRD_SEQ_MASK];
-  if (r && r->kind == SRD_REQ_RECV && seq - r->seq < (uint32_t)r->n) return r;
+  for (int i = 0; i < SRD_REQS_PER_COMM; i++) {
+    struct srd_req *r = c->reqs[i];
+    if (r && !r->released && r->kind == SRD_REQ_RECV && seq - r->seq < (uint32_t)r->n) return r;
+  }
   return NULL;
 }
 
@@ -46,15 +49,15 @@ void srd_proto_on_eager(struct srd_comm *c, const struct srd_msg_eager *m) {
   }
   struct srd_unexpected *u = malloc(sizeof(*u) + m->len);
   if (!u) {
-    srd_comm_fail(c, ncclSystemError, "out of memory holding an early eager message");
+    srd_comm_fail(c, SRD_ERR_SYSTEM, "out of memory holding an early eager message");
     return;
   }
   u->seq = m->seq;
   u->tag = m->tag;
   u->len = m->len;
   if (m->len) memcpy(u->data, m->data, m->len);
-  u->next = c->unexpected;
-  c->unexpected = u;
+  u->next = srd_recv_comm(c)->unexpected;
+  srd_recv_comm(c)->unexpected = u;
 }
 
 void srd_proto_on_trunc(struct srd_comm *c, const struct srd_msg_trunc *m) {
@@ -62,13 +65,14 @@ void srd_proto_on_trunc(struct srd_comm *c, const struct srd_msg_trunc *m) {
   if (!r) return;
   SRD_WARN("recv comm %#x: the peer's message of %llu bytes is larger than the posted buffer", c->id,
            (unsigned long long)m->size);
-  srd_req_finish(r, ncclInvalidUsage);
+  srd_req_finish(r, SRD_ERR_USAGE);
 }
 
 void srd_proto_on_write(struct srd_comm *c, struct srd_imm imm, size_t len) {
-  struct srd_req *r = c->by_seq[imm.seq];
-  if (!r || r->kind != SRD_REQ_RECV || r->done || imm.entry >= (uint32_t)r->n || r->e[imm.entry].complete) {
-    srd_comm_fail(c, ncclRemoteError, "write for sequence %u entry %u matches no open receive", imm.seq, imm.entry);
+  struct srd_req *r = c->reqs[imm.slot & ((1u << SRD_SLOT_BITS) - 1)];
+  if (!r || r->slot_tag != imm.slot || r->kind != SRD_REQ_RECV || r->done || imm.entry >= (uint32_t)r->n ||
+      r->e[imm.entry].complete) {
+    srd_comm_fail(c, SRD_ERR_REMOTE, "write for slot %#x entry %u matches no open receive", imm.slot, imm.entry);
     return;
   }
   struct srd_recv_entry *e = &r->e[imm.entry];
@@ -85,9 +89,9 @@ void srd_proto_on_bye(struct srd_comm *c, const struct srd_msg_bye *m) {
   if (c->is_send) return; /* the next isend fails */
   int failed = 0;
   for (int i = 0; i < SRD_REQS_PER_COMM; i++) {
-    struct srd_req *r = &c->reqs[i];
-    if (r->in_use && !r->done && r->kind == SRD_REQ_RECV && (int32_t)(r->seq + (uint32_t)r->n - m->next_seq) > 0) {
-      srd_req_finish(r, ncclRemoteError);
+    struct srd_req *r = c->reqs[i];
+    if (r && !r->done && r->kind == SRD_REQ_RECV && (int32_t)(r->seq + (uint32_t)r->n - m->next_seq) > 0) {
+      srd_req_finish(r, SRD_ERR_REMOTE);
       failed++;
     }
   }
@@ -96,13 +100,11 @@ void srd_proto_on_bye(struct srd_comm *c, const struct srd_msg_bye *m) {
              m->next_seq, failed);
 }
 
-static int post_cts(struct srd_req *r) {
-  struct srd_comm *c = r->comm;
-  struct srd_dev *dev = c->dev;
-  int path;
-  struct srd_rail_buf *b = srd_comm_ctrl_buf(c, &path);
-  if (!b) return -FI_EAGAIN;
-  struct srd_msg_cts m = {.seq = r->seq, .n = (uint8_t)r->n, .nkeys = (uint8_t)dev->nrails};
+static size_t encode_cts(void *buf, size_t cap, const void *arg) {
+  const struct srd_req *r = arg;
+  const struct srd_comm *c = r->comm;
+  const struct srd_dev *dev = c->dev;
+  struct srd_msg_cts m = {.seq = r->seq, .n = (uint8_t)r->n, .nkeys = (uint8_t)dev->nrails, .slot = r->slot_tag};
   uint64_t keys[SRD_MAX_RECVS * SRD_MAX_RAILS];
   for (int i = 0; i < r->n; i++) {
     const struct srd_recv_entry *e = &r->e[i];
@@ -111,19 +113,20 @@ static int post_cts(struct srd_req *r) {
     m.e[i].addr = dev->rails[0].virt_addr ? a : a - e->mr->mr->base;
     m.e[i].len = e->cap;
     m.e[i].tag = e->tag;
-    for (int l = 0; l < dev->nrails; l++) keys[i * dev->nrails + l] = srd_rail_mr_key(mrs->mr[l]);
+    for (int l = 0; l < dev->nrails; l++) keys[i * dev->nrails + l] = dev->rail_ops->mr_key(mrs->mr[l]);
   }
-  size_t len = srd_msg_encode_cts(b->data, dev->rails[path / dev->neps].buf_size, c->peer_id, &m, keys);
-  return srd_comm_post_ctrl(c, b, path, len, NULL);
+  return srd_msg_encode_cts(buf, cap, c->peer_id, &m, keys);
 }
+
+static int post_cts(struct srd_req *r) { return srd_comm_send_ctrl(r->comm, FI_ADDR_UNSPEC, encode_cts, r, NULL); }
 
 int srd_proto_post_cts(struct srd_req *r) {
   int rc = post_cts(r);
-  if (rc == -FI_EAGAIN) {
+  if (rc == SRD_AGAIN) {
     srd_pending_add(r);
     return rc;
   }
-  if (rc) srd_req_finish(r, ncclSystemError);
+  if (rc) srd_req_finish(r, SRD_ERR_SYSTEM);
   return rc;
 }
 
@@ -133,35 +136,29 @@ int srd_proto_irecv(struct srd_comm *c, int n, void **data, const size_t *sizes,
   if (c->result) return c->result;
   if (n < 1 || n > SRD_MAX_RECVS) {
     SRD_WARN("recv comm %#x: %d buffers in one receive (1..%d allowed)", c->id, n, SRD_MAX_RECVS);
-    return ncclInvalidArgument;
+    return SRD_ERR_ARG;
   }
   for (int i = 0; i < n; i++)
     if (!mrs[i] || (sizes[i] && !srd_mr_covers(mrs[i], data[i], sizes[i]))) {
       SRD_WARN("recv comm %#x: buffer %d (%zu bytes at %p) is outside its registration", c->id, i, sizes[i], data[i]);
-      return ncclInvalidArgument;
-    }
-  for (int i = 0; i < n; i++)
-    if (c->by_seq[(c->next_seq + (uint32_t)i) & SRD_SEQ_MASK]) {
-      SRD_WARN("recv comm %#x: more than %u receive buffers outstanding", c->id, SRD_SEQ_MASK + 1);
-      return ncclInternalError;
+      return SRD_ERR_ARG;
     }
   if (c->peer_closed && (int32_t)(c->next_seq + (uint32_t)n - c->peer_final_seq) > 0) {
     SRD_WARN("recv comm %#x: receive after the peer closed its send comm", c->id);
-    return ncclRemoteError;
+    return SRD_ERR_REMOTE;
   }
   struct srd_req *r = srd_req_get(c, SRD_REQ_RECV);
   if (!r) {
     SRD_WARN("recv comm %#x: more than %d requests in flight", c->id, SRD_REQS_PER_COMM);
-    return ncclInternalError;
+    return SRD_ERR_INTERNAL;
   }
   r->seq = c->next_seq;
   r->n = n;
   for (int i = 0; i < n; i++) {
     r->e[i] = (struct srd_recv_entry){.buf = data[i], .cap = sizes[i], .tag = tags ? tags[i] : 0, .mr = mrs[i]};
-    c->by_seq[(r->seq + (uint32_t)i) & SRD_SEQ_MASK] = r;
   }
   c->next_seq += (uint32_t)n;
-  for (struct srd_unexpected **p = &c->unexpected; *p;) {
+  for (struct srd_unexpected **p = &srd_recv_comm(c)->unexpected; *p;) {
     struct srd_unexpected *u = *p;
     if (u->seq - r->seq < (uint32_t)n) {
       *p = u->next;
@@ -174,5 +171,5 @@ int srd_proto_irecv(struct srd_comm *c, int n, void **data, const size_t *sizes,
   *out = r;
   if (r->done) return 0; /* everything came eagerly: no clear-to-send */
   int rc = srd_proto_post_cts(r);
-  return rc == -FI_EAGAIN ? 0 : rc ? c->result : 0;
+  return rc == SRD_AGAIN ? SRD_OK : rc;
 }

@@ -1,25 +1,74 @@
+/* Requests: taken from the device's pool into a free slot of the comm when a
+ * call needs one, given back when NCCL and the provider are both done. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "srd/log.h"
 #include "srd/proto.h"
 
-struct srd_req *srd_req_get(struct srd_comm *c, enum srd_req_kind kind) {
-  for (int i = 0; i < SRD_REQS_PER_COMM; i++) {
-    struct srd_req *r = &c->reqs[i];
-    if (r->in_use) continue;
-    /* Reset only the bookkeeping: buffers and ops are overwritten on use. */
-    r->kind = kind;
-    r->in_use = true;
-    r->done = r->released = r->on_pending = false;
-    r->result = 0;
-    r->outstanding = 0;
-    r->n = r->entries_done = 0;
-    r->nstripes = r->posted = r->completed = 0;
-    r->next_pending = NULL;
-    c->reqs_in_flight++;
+_Static_assert(SRD_REQS_PER_COMM <= 1 << SRD_SLOT_BITS, "a receive slot must fit the immediate data");
+
+static struct srd_req *pool_take(struct srd_dev *dev) {
+  struct srd_req *r = dev->free_reqs;
+  if (r) {
+    dev->free_reqs = r->next_pending;
     return r;
   }
-  return NULL;
+  return malloc(sizeof(*r));
+}
+
+/* The slot is free again; a receive slot counts the use, so that a write
+ * still on its way for the old request cannot complete the next one. */
+static void recycle(struct srd_req *r) {
+  struct srd_comm *c = r->comm;
+  struct srd_dev *dev = c->dev;
+  r->in_use = false;
+  c->reqs[r->slot] = NULL;
+  if (!c->is_send) srd_recv_comm(c)->slot_uses[r->slot]++;
+  r->next_pending = dev->free_reqs;
+  dev->free_reqs = r;
+}
+
+struct srd_req *srd_req_get(struct srd_comm *c, enum srd_req_kind kind) {
+  int i = 0;
+  while (i < SRD_REQS_PER_COMM && c->reqs[i]) i++;
+  if (i == SRD_REQS_PER_COMM) return NULL;
+  struct srd_req *r = pool_take(c->dev);
+  if (!r) return NULL;
+  /* Reset only the bookkeeping: buffers and ops are overwritten on use. */
+  r->comm = c;
+  r->slot = i;
+  r->slot_tag = c->is_send ? 0 : (uint8_t)(i | srd_recv_comm(c)->slot_uses[i] << SRD_SLOT_BITS);
+  r->kind = kind;
+  r->in_use = true;
+  r->done = r->released = r->on_pending = false;
+  r->result = 0;
+  r->outstanding = 0;
+  r->n = r->entries_done = 0;
+  r->nstripes = r->posted = r->completed = 0;
+  r->next_pending = NULL;
+  c->reqs[i] = r;
+  c->reqs_in_flight++;
+  return r;
+}
+
+void srd_req_put_all(struct srd_comm *c) {
+  for (int i = 0; i < SRD_REQS_PER_COMM; i++)
+    if (c->reqs[i]) recycle(c->reqs[i]);
+}
+
+void srd_pools_free(struct srd_dev *dev) {
+  while (dev->free_reqs) {
+    struct srd_req *r = dev->free_reqs;
+    dev->free_reqs = r->next_pending;
+    free(r);
+  }
+  while (dev->free_cts) {
+    struct srd_cts_rec *rec = dev->free_cts;
+    dev->free_cts = rec->next_free;
+    free(rec->keys);
+    free(rec);
+  }
 }
 
 static void pending_remove(struct srd_req *r) {
@@ -50,21 +99,13 @@ void srd_req_finish(struct srd_req *r, int result) {
   r->comm->reqs_in_flight--;
 }
 
-static void clear_recv_window(struct srd_req *r) {
-  for (int i = 0; i < r->n; i++) {
-    struct srd_req **slot = &r->comm->by_seq[(r->seq + (uint32_t)i) & SRD_SEQ_MASK];
-    if (*slot == r) *slot = NULL;
-  }
-}
-
 void srd_req_release(struct srd_req *r) {
   if (!r->done) srd_req_finish(r, r->result);
-  if (r->kind == SRD_REQ_RECV) clear_recv_window(r);
   r->released = true;
-  if (r->outstanding == 0) r->in_use = false;
+  if (r->outstanding == 0) recycle(r);
 }
 
 void srd_req_op_done(struct srd_req *r) {
   r->outstanding--;
-  if (r->released && r->outstanding == 0) r->in_use = false;
+  if (r->released && r->outstanding == 0) recycle(r);
 }

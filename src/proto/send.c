@@ -3,25 +3,61 @@
 
 #include <rdma/fi_errno.h>
 
-#include "nccl/types.h"
 #include "srd/log.h"
 #include "srd/proto.h"
 
 /* Serial-number comparison: sequences wrap at 2^32. */
 static bool seq_before(uint32_t a, uint32_t b) { return (int32_t)(a - b) < 0; }
 
+/* Every entry of the record is used: back to the device's pool. */
 static void release_cts(struct srd_comm *c, struct srd_cts_rec *rec) {
-  rec->valid = false;
-  if (c->cur == rec) c->cur = NULL;
+  struct srd_send_comm *s = srd_send_comm(c);
+  if (s->cur == rec) s->cur = NULL;
+  for (int i = 0; i < SRD_CTS_RECORDS; i++)
+    if (s->cts[i] == rec) s->cts[i] = NULL;
+  rec->next_free = c->dev->free_cts;
+  c->dev->free_cts = rec;
 }
 
 /* The clear-to-send covering sequence k, if it has arrived. */
 static struct srd_cts_rec *cts_for(struct srd_comm *c, uint32_t k) {
-  struct srd_cts_rec *rec = c->cur;
+  struct srd_send_comm *s = srd_send_comm(c);
+  struct srd_cts_rec *rec = s->cur;
   if (rec && !seq_before(k, rec->seq) && seq_before(k, rec->seq + (uint32_t)rec->n)) return rec;
   for (int i = 0; i < SRD_CTS_RECORDS; i++)
-    if (c->cts[i].valid && c->cts[i].seq == k) return c->cur = &c->cts[i];
+    if (s->cts[i] && s->cts[i]->seq == k) return s->cur = s->cts[i];
   return NULL;
+}
+
+/* A free record slot of c with a record from the pool (NULL: none). */
+static struct srd_cts_rec *cts_take(struct srd_comm *c) {
+  struct srd_send_comm *s = srd_send_comm(c);
+  int i = 0;
+  while (i < SRD_CTS_RECORDS && s->cts[i]) i++;
+  if (i == SRD_CTS_RECORDS) {
+    srd_comm_fail(c, SRD_ERR_INTERNAL, "more than %d clear-to-send messages outstanding", SRD_CTS_RECORDS);
+    return NULL;
+  }
+  struct srd_cts_rec *rec = c->dev->free_cts;
+  if (rec) c->dev->free_cts = rec->next_free;
+  else if (!(rec = calloc(1, sizeof(*rec)))) {
+    srd_comm_fail(c, SRD_ERR_SYSTEM, "out of memory");
+    return NULL;
+  }
+  int need = SRD_MAX_RECVS * c->remote_rails;
+  if (rec->keys_cap < need) {
+    uint64_t *keys = realloc(rec->keys, (size_t)need * sizeof(uint64_t));
+    if (!keys) {
+      rec->next_free = c->dev->free_cts;
+      c->dev->free_cts = rec;
+      srd_comm_fail(c, SRD_ERR_SYSTEM, "out of memory");
+      return NULL;
+    }
+    rec->keys = keys;
+    rec->keys_cap = need;
+  }
+  s->cts[i] = rec;
+  return rec;
 }
 
 static int claim_entry(struct srd_cts_rec *rec, int tag) {
@@ -35,33 +71,25 @@ static int claim_entry(struct srd_cts_rec *rec, int tag) {
 
 void srd_proto_on_cts(struct srd_comm *c, const struct srd_msg_cts *m) {
   if (m->nkeys != c->remote_rails) {
-    srd_comm_fail(c, ncclRemoteError, "clear-to-send carries %d keys for %d peer rails", m->nkeys, c->remote_rails);
+    srd_comm_fail(c, SRD_ERR_REMOTE, "clear-to-send carries %d keys for %d peer rails", m->nkeys, c->remote_rails);
     return;
   }
   uint32_t end = m->seq + m->n;
   if (!seq_before(c->next_seq, end)) return; /* everything in it went eagerly */
-  struct srd_cts_rec *rec = NULL;
-  for (int i = 0; i < SRD_CTS_RECORDS && !rec; i++)
-    if (!c->cts[i].valid) rec = &c->cts[i];
-  if (!rec) {
-    srd_comm_fail(c, ncclInternalError, "more than %d clear-to-send messages outstanding", SRD_CTS_RECORDS);
-    return;
-  }
-  if (!rec->keys && !(rec->keys = calloc(SRD_MAX_RECVS * (size_t)c->remote_rails, sizeof(uint64_t)))) {
-    srd_comm_fail(c, ncclSystemError, "out of memory");
-    return;
-  }
-  rec->valid = true;
+  struct srd_cts_rec *rec = cts_take(c);
+  if (!rec) return;
   rec->seq = m->seq;
   rec->n = m->n;
+  rec->slot = m->slot;
   rec->used = 0;
   for (int j = 0; j < m->n; j++) {
     rec->e[j] = m->e[j];
     for (int r = 0; r < c->remote_rails; r++) rec->keys[j * c->remote_rails + r] = srd_cts_key(m, j, r);
   }
   /* Messages of this group that already went eagerly used their buffers. */
-  for (uint32_t k = m->seq; seq_before(k, c->next_seq); k++) claim_entry(rec, c->sent_tag[k & SRD_SEQ_MASK]);
-  if (seq_before(m->seq, c->next_seq)) c->cur = rec;
+  struct srd_send_comm *s = srd_send_comm(c);
+  for (uint32_t k = m->seq; seq_before(k, c->next_seq); k++) claim_entry(rec, s->sent_tag[k % SRD_SENT_TAGS]);
+  if (seq_before(m->seq, c->next_seq)) s->cur = rec;
 }
 
 static void stripe_done(struct srd_op *op, int err, const char *errstr) {
@@ -69,8 +97,8 @@ static void stripe_done(struct srd_op *op, int err, const char *errstr) {
   struct srd_comm *c = r->comm;
   c->ops_in_flight--;
   if (err) {
-    srd_comm_fail(c, ncclRemoteError, "RDMA write failed: %s", errstr ? errstr : fi_strerror(-err));
-    srd_req_finish(r, ncclRemoteError);
+    srd_comm_fail(c, SRD_ERR_REMOTE, "RDMA write failed: %s", errstr ? errstr : fi_strerror(-err));
+    srd_req_finish(r, SRD_ERR_REMOTE);
   } else if (++r->completed == r->nstripes) {
     srd_req_finish(r, 0);
   }
@@ -90,36 +118,37 @@ static int post_stripes(struct srd_req *r) {
     struct srd_rail *rail = &dev->rails[l];
     struct srd_rail_write *w = &r->ops[r->posted];
     struct srd_rail_mrs *mrs = r->mr->mr->handle;
-    struct srd_imm imm = {c->peer_id & (SRD_MAX_COMMS - 1), r->seq, (uint32_t)r->nstripes, (uint32_t)r->remote_entry};
+    struct srd_imm imm = {c->peer_id & (SRD_MAX_COMMS - 1), r->remote_slot, (uint32_t)r->nstripes,
+                          (uint32_t)r->remote_entry};
     w->op.done = stripe_done;
     w->op.owner = r;
     w->ep = s->path % dev->neps;
     w->src = r->buf + s->offset;
     w->len = s->len;
-    w->desc = srd_rail_mr_desc(mrs->mr[l]);
+    w->desc = dev->rail_ops->mr_desc(mrs->mr[l]);
     w->imm = srd_imm_pack(imm);
     w->dest = c->peer[s->path];
     w->raddr = r->raddr + s->offset;
     w->key = r->rkey[l];
     int rc = 0;
     if (dev->threaded) {
-      srd_rail_queue_write(rail, w);
+      dev->rail_ops->queue_write(rail, w);
       queued = true;
     } else {
-      rc = srd_rail_write(rail, w->ep, w->src, w->len, w->desc, w->imm, w->dest, w->raddr, w->key, &w->op);
+      rc = dev->rail_ops->write(rail, w->ep, w->src, w->len, w->desc, w->imm, w->dest, w->raddr, w->key, &w->op);
     }
-    if (rc == -FI_EAGAIN) return -FI_EAGAIN;
+    if (rc == -FI_EAGAIN) return SRD_AGAIN;
     if (rc) {
-      srd_comm_fail(c, ncclSystemError, "fi_writedata on rail %s failed: %s", rail->name, fi_strerror(-rc));
-      srd_req_finish(r, ncclSystemError);
-      return rc;
+      srd_comm_fail(c, SRD_ERR_SYSTEM, "fi_writedata on rail %s failed: %s", rail->name, fi_strerror(-rc));
+      srd_req_finish(r, SRD_ERR_SYSTEM);
+      return c->result;
     }
     r->posted++;
     r->outstanding++;
     c->ops_in_flight++;
   }
   if (queued) srd_dev_kick(dev);
-  return 0;
+  return SRD_OK;
 }
 
 void srd_proto_post_pending(struct srd_dev *dev) {
@@ -127,7 +156,7 @@ void srd_proto_post_pending(struct srd_dev *dev) {
   while (r) {
     struct srd_req *next = r->next_pending;
     int rc = r->kind == SRD_REQ_SEND ? post_stripes(r) : srd_proto_post_cts(r);
-    if (rc == -FI_EAGAIN) break; /* the queue is full: keep the order */
+    if (rc == SRD_AGAIN) break; /* the queue is full: keep the order */
     if (r->on_pending) {
       dev->pending_head = next;
       if (!next) dev->pending_tail = NULL;
@@ -137,66 +166,78 @@ void srd_proto_post_pending(struct srd_dev *dev) {
   }
 }
 
+struct eager_msg {
+  const struct srd_comm *c;
+  const void *data;
+  size_t size;
+  int tag;
+};
+
+static size_t encode_eager(void *buf, size_t cap, const void *arg) {
+  const struct eager_msg *m = arg;
+  size_t hdr = srd_msg_encode_eager_header(buf, cap, m->c->peer_id, m->c->next_seq, m->tag, (uint32_t)m->size);
+  if (hdr && m->size) memcpy((char *)buf + hdr, m->data, m->size);
+  return hdr ? hdr + m->size : 0;
+}
+
 static int send_eager(struct srd_comm *c, const void *data, size_t size, int tag, struct srd_req **out) {
-  int path;
-  struct srd_rail_buf *b = srd_comm_ctrl_buf(c, &path);
-  if (!b) return 0;
   struct srd_req *r = srd_req_get(c, SRD_REQ_SEND);
   if (!r) {
-    srd_rail_put_send_buf(b);
-    srd_comm_fail(c, ncclInternalError, "more than %d requests in flight", SRD_REQS_PER_COMM);
+    srd_comm_fail(c, SRD_ERR_INTERNAL, "more than %d requests in flight", SRD_REQS_PER_COMM);
     return c->result;
   }
-  size_t cap = c->dev->rails[path / c->dev->neps].buf_size;
-  size_t hdr = srd_msg_encode_eager_header(b->data, cap, c->peer_id, c->next_seq, tag, (uint32_t)size);
-  if (size) memcpy(b->data + hdr, data, size);
   r->seq = c->next_seq;
   r->size = size;
   r->outstanding = 1;
-  int rc = srd_comm_post_ctrl(c, b, path, hdr + size, r);
+  struct eager_msg m = {c, data, size, tag};
+  int rc = srd_comm_send_ctrl(c, FI_ADDR_UNSPEC, encode_eager, &m, r);
   if (rc) {
     r->outstanding = 0;
     srd_req_release(r);
-    return rc == -FI_EAGAIN ? 0 : c->result;
+    return rc;
   }
-  c->sent_tag[c->next_seq & SRD_SEQ_MASK] = tag;
+  srd_send_comm(c)->sent_tag[c->next_seq % SRD_SENT_TAGS] = tag;
   c->next_seq++;
   *out = r;
-  return 0;
+  return SRD_OK;
+}
+
+struct trunc_msg {
+  const struct srd_comm *c;
+  size_t size;
+};
+
+static size_t encode_trunc(void *buf, size_t cap, const void *arg) {
+  const struct trunc_msg *m = arg;
+  return srd_msg_encode_trunc(buf, cap, m->c->peer_id, m->c->next_seq, m->size);
 }
 
 /* The peer's buffer is too small: tell it (its receive fails too, rather than
  * waiting forever) and fail this send. */
 static int reject_oversized(struct srd_comm *c, size_t size, const struct srd_cts_entry *e, struct srd_req **out) {
-  int path;
-  struct srd_rail_buf *b = srd_comm_ctrl_buf(c, &path);
-  struct srd_req *r = b ? srd_req_get(c, SRD_REQ_SEND) : NULL;
-  if (!r) {
-    if (b) srd_rail_put_send_buf(b);
-    return -FI_EAGAIN;
-  }
-  size_t len = srd_msg_encode_trunc(b->data, c->dev->rails[path / c->dev->neps].buf_size, c->peer_id, c->next_seq,
-                                    size);
-  if (srd_comm_post_ctrl(c, b, path, len, NULL)) {
+  struct srd_req *r = srd_req_get(c, SRD_REQ_SEND);
+  if (!r) return SRD_AGAIN;
+  struct trunc_msg m = {c, size};
+  if (srd_comm_send_ctrl(c, FI_ADDR_UNSPEC, encode_trunc, &m, NULL)) {
     srd_req_release(r);
-    return -FI_EAGAIN;
+    return SRD_AGAIN;
   }
   SRD_WARN("send comm %#x: message of %zu bytes is larger than the peer's buffer of %llu bytes (tag %d)", c->id, size,
            (unsigned long long)e->len, e->tag);
-  srd_req_finish(r, ncclInvalidUsage);
+  srd_req_finish(r, SRD_ERR_USAGE);
   *out = r;
-  return 0;
+  return SRD_OK;
 }
 
 int srd_proto_isend(struct srd_comm *c, const void *data, size_t size, int tag, struct srd_mr_ref *mr,
                     struct srd_req **out) {
   struct srd_dev *dev = c->dev;
   *out = NULL;
-  if (c->peer_closed) srd_comm_fail(c, ncclRemoteError, "the peer closed its receive comm");
+  if (c->peer_closed) srd_comm_fail(c, SRD_ERR_REMOTE, "the peer closed its receive comm");
   if (c->result) return c->result;
   if (size && (!mr || !srd_mr_covers(mr, data, size))) {
     SRD_WARN("send comm %#x: %zu bytes at %p are outside their registration", c->id, size, data);
-    return ncclInvalidArgument;
+    return SRD_ERR_ARG;
   }
   uint32_t k = c->next_seq;
   struct srd_cts_rec *rec = cts_for(c, k);
@@ -207,33 +248,34 @@ int srd_proto_isend(struct srd_comm *c, const void *data, size_t size, int tag, 
   if (!rec || eager) {
     if (eager) {
       int rc = send_eager(c, data, size, tag, out);
-      if (rc == 0 && *out && rec) claim_entry(rec, tag);
+      if (rc == SRD_OK && rec) claim_entry(rec, tag);
       if (rec && rec->used == (1u << rec->n) - 1) release_cts(c, rec);
       return rc;
     }
     c->last_wait_ms = srd_now_ms();
-    return 0;
+    return SRD_AGAIN;
   }
   int j = claim_entry(rec, tag);
   if (j < 0) {
-    srd_comm_fail(c, ncclInvalidUsage, "send with tag %d matches no buffer of the peer's receive (sequence %u)", tag,
+    srd_comm_fail(c, SRD_ERR_USAGE, "send with tag %d matches no buffer of the peer's receive (sequence %u)", tag,
                   k);
     return c->result;
   }
   if (size > rec->e[j].len) {
     if (reject_oversized(c, size, &rec->e[j], out)) {
       rec->used &= ~(1u << j);
-      return 0;
+      return SRD_AGAIN;
     }
   } else {
     struct srd_req *r = srd_req_get(c, SRD_REQ_SEND);
     if (!r) {
       rec->used &= ~(1u << j);
-      srd_comm_fail(c, ncclInternalError, "more than %d requests in flight", SRD_REQS_PER_COMM);
+      srd_comm_fail(c, SRD_ERR_INTERNAL, "more than %d requests in flight", SRD_REQS_PER_COMM);
       return c->result;
     }
     r->seq = k;
     r->remote_entry = j;
+    r->remote_slot = rec->slot;
     r->buf = data;
     r->size = size;
     r->mr = mr;
@@ -242,13 +284,13 @@ int srd_proto_isend(struct srd_comm *c, const void *data, size_t size, int tag, 
     r->nstripes = srd_sched_split(&dev->sched, size, &c->sched_cursor, r->stripes, SRD_MAX_STRIPES);
     if (r->nstripes < 0) {
       srd_req_release(r);
-      srd_comm_fail(c, ncclInvalidArgument, "message of %zu bytes needs more than %d writes", size, SRD_MAX_STRIPES);
+      srd_comm_fail(c, SRD_ERR_ARG, "message of %zu bytes needs more than %d writes", size, SRD_MAX_STRIPES);
       return c->result;
     }
-    if (post_stripes(r) == -FI_EAGAIN) srd_pending_add(r);
+    if (post_stripes(r) == SRD_AGAIN) srd_pending_add(r);
     *out = r;
   }
   c->next_seq++;
   if (rec->used == (1u << rec->n) - 1) release_cts(c, rec);
-  return 0;
+  return SRD_OK;
 }

@@ -19,11 +19,21 @@
 
 #include "srd/log.h"
 #include "srd/param.h"
+#include "srd/topo.h"
 
 #define RECV_BUFS_PER_EP 64
 #define SEND_BUFS 128
 #define MAX_HELD 64
-#define ONE_GIB (1ULL << 30)
+/* fi_recv refused for lack of room this many times in a row, with the CQ
+ * read between tries, means the endpoint is stuck: give up on this buffer. */
+#define RECV_POST_TRIES 1000
+
+size_t srd_rail_write_limit(const struct fi_info *info) {
+  /* One write of at most 1 GiB: larger ones are striped anyway, and the
+   * completion's 32-bit length fields stay exact. */
+  size_t one_gib = (size_t)1 << 30;
+  return info->ep_attr->max_msg_size < one_gib ? info->ep_attr->max_msg_size : one_gib;
+}
 
 static size_t buf_stride(const struct srd_rail *rail) {
   return (sizeof(struct srd_rail_buf) + rail->buf_size + 63) & ~(size_t)63;
@@ -34,12 +44,12 @@ static struct srd_rail_buf *buf_at(struct srd_rail *rail, int i) {
 }
 
 static int post_recv_buf(struct srd_rail *rail, struct srd_rail_buf *b) {
-  int rc;
+  int rc, tries = 0;
   do {
     rc = (int)fi_recv(rail->ep[b->ep], b->data, rail->buf_size, rail->mr_local ? fi_mr_desc(rail->buf_mr) : NULL,
                       FI_ADDR_UNSPEC, &b->op.fi_ctx);
     if (rc == -FI_EAGAIN) fi_cq_read(rail->cq, NULL, 0);
-  } while (rc == -FI_EAGAIN);
+  } while (rc == -FI_EAGAIN && ++tries < RECV_POST_TRIES);
   if (rc) SRD_WARN("rail %s: fi_recv failed: %s", rail->name, fi_strerror(-rc));
   return rc;
 }
@@ -96,15 +106,9 @@ static int open_endpoint(struct srd_rail *rail, int i) {
   if ((rc = name_host_local_endpoint(rail, ep, i))) return rc;
   if ((rc = fi_ep_bind(ep, &rail->av->fid, 0))) return rc;
   if ((rc = fi_ep_bind(ep, &rail->cq->fid, FI_TRANSMIT | FI_RECV))) return rc;
-#if HAVE_DECL_FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES
   /* LL128 across nodes is only safe with 128-byte ordered writes: ask efa for
    * them where it offers the option (the tuner probes the same option). */
-  if (!strcmp(rail->info->fabric_attr->prov_name, "efa")) {
-    bool on = true;
-    rail->ordered_128 = !fi_setopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES, &on,
-                                   sizeof(on));
-  }
-#endif
+  if (!strcmp(rail->info->fabric_attr->prov_name, "efa")) rail->ordered_128 = srd_efa_write_order_128(ep) == 1;
   if ((rc = fi_enable(ep))) return rc;
   size_t len = SRD_EP_NAME_MAX;
   if ((rc = fi_getname(&ep->fid, rail->ep_name[i], &len))) return rc;
@@ -132,7 +136,7 @@ int srd_rail_open(struct srd_rail *rail, int index, const struct fi_info *info, 
   }
   rail->virt_addr = !!(info->domain_attr->mr_mode & FI_MR_VIRT_ADDR);
   rail->mr_local = !!(info->domain_attr->mr_mode & FI_MR_LOCAL);
-  rail->max_write = info->ep_attr->max_msg_size < ONE_GIB ? info->ep_attr->max_msg_size : ONE_GIB;
+  rail->max_write = srd_rail_write_limit(info);
   rail->len_in_data = info->domain_attr->cq_data_size >= 8;
   step = "fi_fabric";
   if ((rc = fi_fabric(info->fabric_attr, &rail->fabric, NULL))) goto fail;

@@ -58,8 +58,7 @@ static int probe_hmem(const struct fi_info *info) {
   return hmem;
 }
 
-/* efa's promise that 128-byte aligned writes land in order (what LL128
- * needs): only an endpoint can be asked. */
+/* Open an endpoint to ask it for 128-byte ordered writes (src/topo/efa.c). */
 static int probe_write_order_128(const struct fi_info *info) {
 #if HAVE_DECL_FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES
   struct fid_fabric *fabric = NULL;
@@ -67,10 +66,8 @@ static int probe_write_order_128(const struct fi_info *info) {
   struct fid_ep *ep = NULL;
   int result = -1;
   if (!fi_fabric(info->fabric_attr, &fabric, NULL) && !fi_domain(fabric, (struct fi_info *)info, &domain, NULL) &&
-      !fi_endpoint(domain, (struct fi_info *)info, &ep, NULL)) {
-    bool on = true;
-    result = fi_setopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES, &on, sizeof(on)) == 0;
-  }
+      !fi_endpoint(domain, (struct fi_info *)info, &ep, NULL))
+    result = srd_efa_write_order_128(ep);
   if (ep) fi_close(&ep->fid);
   if (domain) fi_close(&domain->fid);
   if (fabric) fi_close(&fabric->fid);

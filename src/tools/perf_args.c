@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "srd/param.h"
+
 const char perf_usage[] =
     "Usage: srd-perf [options]\n"
     "Measure an ncclNet plugin (ours by default) the way NCCL drives it, or libfabric itself (--raw).\n"
@@ -62,23 +64,9 @@ void perf_args_defaults(struct perf_opts *o) {
 }
 
 int perf_parse_size(const char *text, size_t *out) {
-  if (!text || !isdigit((unsigned char)*text)) return -1;
-  errno = 0;
-  char *end;
-  unsigned long long v = strtoull(text, &end, 10);
-  if (errno) return -1;
-  unsigned shift = 0;
-  switch (*end) {
-  case 'k': case 'K': shift = 10; end++; break;
-  case 'm': case 'M': shift = 20; end++; break;
-  case 'g': case 'G': shift = 30; end++; break;
-  default: break;
-  }
-  if (shift && (*end == 'i' || *end == 'I')) end++;
-  if (shift && (*end == 'b' || *end == 'B')) end++;
-  if (*end) return -1;
-  if (v > (SIZE_MAX >> shift)) return -1;
-  *out = (size_t)v << shift;
+  uint64_t v;
+  if (srd_parse_size(text, &v) || v > SIZE_MAX) return -1;
+  *out = (size_t)v;
   return 0;
 }
 

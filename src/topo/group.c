@@ -40,11 +40,11 @@ struct gpu {
 
 struct placement {
   hwloc_topology_t topo;
-  int nnics;                     /* NICs considered (at most SRD_MAX_RAILS) */
-  hwloc_obj_t nic_obj[SRD_MAX_RAILS]; /* NULL: not found in the topology */
-  int nic_numa[SRD_MAX_RAILS];
+  int nnics;                     /* NICs considered (at most SRD_MAX_NICS) */
+  hwloc_obj_t nic_obj[SRD_MAX_NICS]; /* NULL: not found in the topology */
+  int nic_numa[SRD_MAX_NICS];
   int ngpus;
-  struct gpu gpus[SRD_MAX_RAILS];
+  struct gpu gpus[SRD_MAX_GPUS];
 };
 
 static int load_topology(hwloc_topology_t *topo, const char *xml_path) {
@@ -153,8 +153,8 @@ static hwloc_obj_t gpu_of_osdev(hwloc_obj_t osdev) {
 static void add_gpu(struct placement *pl, hwloc_obj_t obj) {
   for (int i = 0; i < pl->ngpus; i++)
     if (pl->gpus[i].obj == obj) return;
-  if (pl->ngpus == SRD_MAX_RAILS) {
-    SRD_WARN("more than %d GPUs; grouping NICs for the first %d", SRD_MAX_RAILS, SRD_MAX_RAILS);
+  if (pl->ngpus == SRD_MAX_GPUS) {
+    SRD_WARN("more than %d GPUs; grouping NICs for the first %d", SRD_MAX_GPUS, SRD_MAX_GPUS);
     return;
   }
   pl->gpus[pl->ngpus++].obj = obj;
@@ -295,19 +295,24 @@ static void log_group(const struct srd_device_group *grp, const struct srd_nic_l
 static void finish_group(struct srd_device_group *grp, const struct srd_nic_list *nics, const int *nic_numa) {
   if (!grp->nrails) return;
   int first = grp->rails[0];
-  grp->numa = nic_numa[first];
+  grp->numa = nic_numa ? nic_numa[first] : nics->nics[first].numa;
   snprintf(grp->pci_path, sizeof(grp->pci_path), "%s", nics->nics[first].pci_path);
 }
 
-static void group_everything(const struct placement *pl, const struct srd_nic_list *nics, int max_rails,
-                             struct srd_topo *out, const char *why) {
+static void group_all(const struct srd_nic_list *nics, int nnics, const int *nic_numa, int max_rails,
+                      struct srd_topo *out, const char *why) {
   struct srd_device_group *grp = &out->groups[0];
+  memset(grp, 0, sizeof(*grp));
   grp->gpu = -1;
   grp->locality = SRD_LOCALITY_NO_GPU;
-  for (int i = 0; i < pl->nnics && (!max_rails || grp->nrails < max_rails); i++) add_rail(grp, nics, i);
-  finish_group(grp, nics, pl->nic_numa);
+  for (int i = 0; i < nnics && (!max_rails || grp->nrails < max_rails); i++) add_rail(grp, nics, i);
+  finish_group(grp, nics, nic_numa);
   out->ngroups = 1;
   log_group(grp, nics, 0, why);
+}
+
+void srd_topo_group_all(const struct srd_nic_list *nics, int max_rails, struct srd_topo *out, const char *why) {
+  group_all(nics, nics->n < SRD_MAX_NICS ? nics->n : SRD_MAX_NICS, NULL, max_rails, out, why);
 }
 
 static void group_by_gpu(const struct placement *pl, const struct srd_nic_list *nics, int max_rails,
@@ -319,7 +324,7 @@ static void group_by_gpu(const struct placement *pl, const struct srd_nic_list *
     grp->gpu = g;
     grp->locality = pl->gpus[g].tier;
     /* Closest first (fewest PCI hops), ties in list order. */
-    int hops[SRD_MAX_RAILS];
+    int hops[SRD_MAX_NICS];
     for (int i = 0; i < pl->nnics; i++)
       if (share >> i & 1) common_ancestor(pl->gpus[g].obj, pl->nic_obj[i], &hops[i]);
     while (share && (!max_rails || grp->nrails < max_rails)) {
@@ -364,18 +369,18 @@ int srd_topo_group(const struct srd_nic_list *nics, const char *xml_path, int ma
   SRD_INFO(NCCL_INIT | NCCL_NET, "topology: grouping %d NIC(s) with %s", nics->n,
            xml_path ? xml_path : "the live machine");
   pl->nnics = nics->n;
-  if (pl->nnics > SRD_MAX_RAILS) {
-    SRD_WARN("topology: more than %d NICs; grouping the first %d", SRD_MAX_RAILS, SRD_MAX_RAILS);
-    pl->nnics = SRD_MAX_RAILS;
+  if (pl->nnics > SRD_MAX_NICS) {
+    SRD_WARN("topology: more than %d NICs; grouping the first %d", SRD_MAX_NICS, SRD_MAX_NICS);
+    pl->nnics = SRD_MAX_NICS;
   }
   find_gpus(pl);
   int placed = place_nics(pl, nics);
   out->ngpus = pl->ngpus;
 
   if (pl->ngpus == 0) {
-    group_everything(pl, nics, max_rails, out, "no GPU found: one device holds every rail");
+    group_all(nics, pl->nnics, pl->nic_numa, max_rails, out, "no GPU found: one device holds every rail");
   } else if (placed == 0) {
-    group_everything(pl, nics, max_rails, out, "no NIC placed on PCI: one device holds every rail");
+    group_all(nics, pl->nnics, pl->nic_numa, max_rails, out, "no NIC placed on PCI: one device holds every rail");
   } else {
     choose_candidates(pl);
     group_by_gpu(pl, nics, max_rails, out);

@@ -99,8 +99,8 @@ static int collect(struct srd_nic_list *out, struct fi_info *infos, int skip_loo
     if (!name || seen_domain(out, name)) continue;
     if (skip_loopback && is_loopback(name)) continue;
     if (!srd_ifname_match(ifspec, name)) continue;
-    if (out->n == SRD_MAX_RAILS) {
-      SRD_WARN("more than %d NICs; using the first %d", SRD_MAX_RAILS, SRD_MAX_RAILS);
+    if (out->n == SRD_MAX_NICS) {
+      SRD_WARN("more than %d NICs; using the first %d", SRD_MAX_NICS, SRD_MAX_NICS);
       break;
     }
     struct srd_nic *nic = &out->nics[out->n];
@@ -142,7 +142,7 @@ int srd_topo_discover(struct srd_nic_list *out) {
   memset(out, 0, sizeof(*out));
   struct fi_info *infos = NULL;
   if (srd_fabric_choose(&infos, out->provider, sizeof(out->provider), out->reason, sizeof(out->reason))) return -1;
-  out->nics = calloc(SRD_MAX_RAILS, sizeof(*out->nics));
+  out->nics = calloc(SRD_MAX_NICS, sizeof(*out->nics));
   int rc = out->nics ? collect(out, infos, !only_loopback(infos)) : -1;
   fi_freeinfo(infos);
   if (rc) {

@@ -44,7 +44,8 @@ static int loaded;
 static int64_t ints[SRD_PARAM_COUNT];
 static char *strs[SRD_PARAM_COUNT];
 
-int srd_param_parse_int(const char *text, int64_t *out) {
+/* units: the suffix may be spelled KiB or KB too (the tools' arguments). */
+static int parse_scaled(const char *text, int units, int64_t *out) {
   if (!text || !*text) return -1;
   errno = 0;
   char *end;
@@ -54,9 +55,20 @@ int srd_param_parse_int(const char *text, int64_t *out) {
   if (*end == 'k' || *end == 'K') mult = KIB, end++;
   else if (*end == 'm' || *end == 'M') mult = MIB, end++;
   else if (*end == 'g' || *end == 'G') mult = 1024 * MIB, end++;
+  if (units && mult > 1 && (*end == 'i' || *end == 'I')) end++;
+  if (units && mult > 1 && (*end == 'b' || *end == 'B')) end++;
   if (*end) return -1;
   if (v > LLONG_MAX / mult || v < LLONG_MIN / mult) return -1;
   *out = v * mult;
+  return 0;
+}
+
+int srd_param_parse_int(const char *text, int64_t *out) { return parse_scaled(text, 0, out); }
+
+int srd_parse_size(const char *text, uint64_t *out) {
+  int64_t v;
+  if (!text || *text < '0' || *text > '9' || parse_scaled(text, 1, &v) || v < 0) return -1;
+  *out = (uint64_t)v;
   return 0;
 }
 

@@ -72,25 +72,24 @@ std::vector<uint8_t> random_bytes(std::mt19937_64 &rng, size_t n) {
 TEST(Imm, RoundTripEveryValueOfEachField) {
   std::mt19937_64 rng(1);
   for (uint32_t ci = 0; ci < SRD_MAX_COMMS; ci++) {
-    for (uint32_t seq = 0; seq <= SRD_SEQ_MASK; seq += 1 + static_cast<uint32_t>(rng() % 97)) {
+    for (uint32_t seq = 0; seq <= SRD_IMM_SLOT_MASK; seq += 1 + static_cast<uint32_t>(rng() % 97)) {
       struct srd_imm v = {ci, seq, 1 + static_cast<uint32_t>(rng() % SRD_MAX_STRIPES),
                           static_cast<uint32_t>(rng() % SRD_MAX_RECVS)};
       uint32_t x = srd_imm_pack(v);
       struct srd_imm u = srd_imm_unpack(x);
       ASSERT_EQ(v.comm_index, u.comm_index);
-      ASSERT_EQ(v.seq, u.seq);
+      ASSERT_EQ(v.slot, u.slot);
       ASSERT_EQ(v.nstripes, u.nstripes);
       ASSERT_EQ(v.entry, u.entry);
-      ASSERT_EQ(0u, x >> 30) << "the two spare bits stay clear";
     }
   }
-  for (uint32_t seq = 0; seq <= SRD_SEQ_MASK; seq++)
+  for (uint32_t seq = 0; seq <= SRD_IMM_SLOT_MASK; seq++)
     for (uint32_t ns = 1; ns <= SRD_MAX_STRIPES; ns++)
       for (uint32_t entry = 0; entry < SRD_MAX_RECVS; entry++) {
         struct srd_imm v = {static_cast<uint32_t>(rng() % SRD_MAX_COMMS), seq, ns, entry};
         struct srd_imm u = srd_imm_unpack(srd_imm_pack(v));
         ASSERT_EQ(v.comm_index, u.comm_index);
-        ASSERT_EQ(seq, u.seq);
+        ASSERT_EQ(seq, u.slot);
         ASSERT_EQ(ns, u.nstripes);
         ASSERT_EQ(entry, u.entry);
       }
@@ -99,7 +98,7 @@ TEST(Imm, RoundTripEveryValueOfEachField) {
 TEST(Imm, FieldsAreIndependent) {
   // Extremes of every field against extremes of the others.
   const uint32_t cis[] = {0, 1, SRD_MAX_COMMS - 1};
-  const uint32_t seqs[] = {0, 1, SRD_SEQ_MASK};
+  const uint32_t seqs[] = {0, 1, SRD_IMM_SLOT_MASK};
   const uint32_t nss[] = {1, 2, SRD_MAX_STRIPES};
   const uint32_t entries[] = {0, 1, SRD_MAX_RECVS - 1};
   for (uint32_t ci : cis)
@@ -108,15 +107,15 @@ TEST(Imm, FieldsAreIndependent) {
         for (uint32_t entry : entries) {
           struct srd_imm u = srd_imm_unpack(srd_imm_pack({ci, seq, ns, entry}));
           EXPECT_EQ(ci, u.comm_index);
-          EXPECT_EQ(seq, u.seq);
+          EXPECT_EQ(seq, u.slot);
           EXPECT_EQ(ns, u.nstripes);
           EXPECT_EQ(entry, u.entry);
         }
 }
 
-TEST(Imm, SequenceWrapsModulo1024) {
-  struct srd_imm u = srd_imm_unpack(srd_imm_pack({7, 1024 + 5, 3, 2}));
-  EXPECT_EQ(5u, u.seq);
+TEST(Imm, SlotWrapsModulo256) {
+  struct srd_imm u = srd_imm_unpack(srd_imm_pack({7, 256 + 5, 3, 2}));
+  EXPECT_EQ(5u, u.slot);
   EXPECT_EQ(7u, u.comm_index);
   EXPECT_EQ(3u, u.nstripes);
   EXPECT_EQ(2u, u.entry);
@@ -125,7 +124,7 @@ TEST(Imm, SequenceWrapsModulo1024) {
 TEST(Imm, UnpackThenPackKeepsEveryUsedBit) {
   std::mt19937_64 rng(2);
   for (int i = 0; i < 100000; i++) {
-    uint32_t x = static_cast<uint32_t>(rng()) & 0x3fffffffu;
+    uint32_t x = static_cast<uint32_t>(rng());
     ASSERT_EQ(x, srd_imm_pack(srd_imm_unpack(x)));
   }
 }
@@ -205,7 +204,7 @@ TEST(Handle, BadMagicIsRejected) {
 TEST(Handle, WrongVersionIsRejected) {
   std::mt19937_64 rng(6);
   std::vector<uint8_t> good = encode_handle(make_handle(rng, 16));
-  for (int v : {0, 2, 255}) {
+  for (int v : {0, 1, 2, 255}) {
     std::vector<uint8_t> bad = good;
     bad[4] = static_cast<uint8_t>(v);
     expect_handle_rejected(bad, "wrong version");
@@ -341,6 +340,7 @@ CtsCase make_cts(std::mt19937_64 &rng, uint8_t n, uint8_t nkeys) {
   k.c.seq = static_cast<uint32_t>(rng());
   k.c.n = n;
   k.c.nkeys = nkeys;
+  k.c.slot = static_cast<uint8_t>(rng());
   for (int i = 0; i < n; i++) {
     k.c.e[i].addr = rng();
     k.c.e[i].len = rng();
@@ -415,6 +415,7 @@ TEST(Msg, CtsRoundTripAndKeys) {
       ASSERT_EQ(SRD_MSG_CTS, m.type);
       EXPECT_EQ(dst, m.dst_comm);
       EXPECT_EQ(k.c.seq, m.u.cts.seq);
+      EXPECT_EQ(k.c.slot, m.u.cts.slot);
       ASSERT_EQ(n, m.u.cts.n);
       ASSERT_EQ(nkeys, m.u.cts.nkeys);
       for (int i = 0; i < n; i++) {
@@ -490,12 +491,12 @@ TEST(Msg, EagerHeaderRefusesWhenThePayloadDoesNotFit) {
 TEST(Msg, TruncPingByeRoundTrip) {
   struct srd_msg m;
   const char *why = nullptr;
-  std::vector<uint8_t> t = encode_trunc(0xdeadbeef, SRD_SEQ_MASK, UINT64_MAX - 1);
+  std::vector<uint8_t> t = encode_trunc(0xdeadbeef, 0xfffffff0u, UINT64_MAX - 1);
   ASSERT_EQ(kHeader + 12, t.size());
   ASSERT_EQ(0, decode(t, t.size(), &m, &why)) << (why ? why : "");
   EXPECT_EQ(SRD_MSG_TRUNC, m.type);
   EXPECT_EQ(0xdeadbeefu, m.dst_comm);
-  EXPECT_EQ(SRD_SEQ_MASK, m.u.trunc.seq);
+  EXPECT_EQ(0xfffffff0u, m.u.trunc.seq);
   EXPECT_EQ(UINT64_MAX - 1, m.u.trunc.size);
 
   std::vector<uint8_t> p = encode_ping(SRD_MAX_COMMS - 1);
@@ -524,7 +525,7 @@ TEST(Msg, BadHeaderIsRejected) {
     bad[byte] ^= 0x01;
     expect_rejected(bad, bad.size(), "bad magic");
   }
-  for (int v : {0, 2, 255}) {
+  for (int v : {0, 1, 2, 255}) {
     std::vector<uint8_t> bad = good;
     bad[2] = static_cast<uint8_t>(v);
     expect_rejected(bad, bad.size(), "bad version");

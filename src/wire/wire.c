@@ -3,7 +3,7 @@
 #include <string.h>
 
 #define MSG_MAGIC 0x5352u /* "SR" */
-#define MSG_VERSION 1
+#define MSG_VERSION 3 /* 3: the immediate data names a receive slot, not a sequence */
 #define HANDLE_MAGIC 0x31445253u /* "SRD1" */
 #define HDR_SIZE 8
 
@@ -123,7 +123,8 @@ size_t srd_msg_encode_cts(void *buf, size_t cap, uint32_t dst_comm, const struct
   put(&c, m->seq, 4);
   put(&c, m->n, 1);
   put(&c, m->nkeys, 1);
-  put(&c, 0, 2);
+  put(&c, m->slot, 1);
+  put(&c, 0, 1);
   for (int i = 0; i < m->n; i++) {
     put(&c, m->e[i].addr, 8);
     put(&c, m->e[i].len, 8);
@@ -194,7 +195,8 @@ static int decode_cts(struct cur *c, struct srd_msg_cts *m, const char **why) {
   m->seq = (uint32_t)get(c, 4);
   m->n = (uint8_t)get(c, 1);
   m->nkeys = (uint8_t)get(c, 1);
-  get(c, 2);
+  m->slot = (uint8_t)get(c, 1);
+  get(c, 1);
   if (c->bad) return *why = "truncated clear-to-send", -1;
   if (!m->n || m->n > SRD_MAX_RECVS) return *why = "bad receive count", -1;
   if (!m->nkeys || m->nkeys > SRD_MAX_PATHS) return *why = "bad key count", -1;

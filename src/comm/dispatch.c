@@ -1,0 +1,102 @@
+/* Incoming messages: decoded, then handed to the handshake or to the comm
+ * they name. The device's rails call these handlers (installed by
+ * srd_dev_init); proto never calls up into comm. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "srd/comm.h"
+#include "srd/log.h"
+#include "srd/sys.h"
+
+static void keep_early(struct srd_comm *c, const void *buf, size_t len) {
+  struct srd_early_msg *e = malloc(sizeof(*e) + len), **tail = &c->early;
+  if (!e) {
+    srd_comm_fail(c, SRD_ERR_SYSTEM, "out of memory keeping an early control message");
+    return;
+  }
+  e->next = NULL;
+  e->len = len;
+  memcpy(e->data, buf, len);
+  while (*tail) tail = &(*tail)->next;
+  *tail = e;
+}
+
+static void deliver(struct srd_comm *c, const struct srd_msg *m);
+
+static void on_message(void *arg, struct srd_rail *rail, const void *buf, size_t len) {
+  struct srd_dev *dev = arg;
+  struct srd_msg m;
+  const char *why;
+  if (srd_msg_decode(buf, len, &m, &why)) {
+    SRD_WARN("rail %s: dropped a malformed control message of %zu bytes: %s", rail->name, len, why);
+    return;
+  }
+  if (m.type == SRD_MSG_HELLO || m.type == SRD_MSG_ACCEPT) {
+    srd_handshake_on_message(dev, &m);
+    return;
+  }
+  struct srd_comm *c = srd_dev_comm_by_id(dev, m.dst_comm);
+  if (!c) {
+    SRD_INFO(NCCL_NET, "rail %s: message type %d for comm %#x that no longer exists", rail->name, m.type, m.dst_comm);
+    return;
+  }
+  if (!c->ready) {
+    keep_early(c, buf, len);
+    return;
+  }
+  deliver(c, &m);
+}
+
+void srd_comm_replay_early(struct srd_comm *c) {
+  while (c->early && !c->result) {
+    struct srd_early_msg *e = c->early;
+    struct srd_msg m;
+    const char *why;
+    c->early = e->next;
+    if (srd_msg_decode(e->data, e->len, &m, &why) == 0) deliver(c, &m);
+    free(e);
+  }
+}
+
+static void deliver(struct srd_comm *c, const struct srd_msg *msg) {
+  const struct srd_msg m = *msg;
+  c->last_heard_ms = srd_now_ms();
+  switch (m.type) {
+  case SRD_MSG_CTS:
+    if (c->is_send) srd_proto_on_cts(c, &m.u.cts);
+    break;
+  case SRD_MSG_EAGER:
+    if (!c->is_send) srd_proto_on_eager(c, &m.u.eager);
+    break;
+  case SRD_MSG_TRUNC:
+    if (!c->is_send) srd_proto_on_trunc(c, &m.u.trunc);
+    break;
+  case SRD_MSG_BYE:
+    srd_proto_on_bye(c, &m.u.bye);
+    break;
+  default:
+    break;
+  }
+}
+
+static void on_remote_write(void *arg, struct srd_rail *rail, uint32_t imm, size_t len) {
+  struct srd_dev *dev = arg;
+  struct srd_imm v = srd_imm_unpack(imm);
+  struct srd_comm *c = dev->comms[v.comm_index];
+  if (!c || c->is_send) {
+    SRD_WARN("rail %s: remote write for unknown comm index %u dropped", rail->name, v.comm_index);
+    return;
+  }
+  c->last_heard_ms = srd_now_ms();
+  srd_proto_on_write(c, v, len);
+}
+
+static void on_rail_error(void *arg, struct srd_rail *rail, int err, const char *errstr) {
+  /* Without an operation we cannot tell which peer it concerns: the comms
+   * that are hit see their own operations fail. */
+  struct srd_dev *dev = arg;
+  SRD_WARN("device %d: %s (error %d)", dev->index, errstr, err);
+  (void)rail;
+}
+
+const struct srd_rail_handlers srd_dispatch_handlers = {on_message, on_remote_write, on_rail_error, NULL};

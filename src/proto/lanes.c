@@ -1,0 +1,246 @@
+/* Progress lanes: one thread per rail reaps its CQ without the device lock
+ * and takes the lock only to dispatch; idle lanes sleep until an entry point
+ * wakes them. */
+#define _GNU_SOURCE /* pthread_timedjoin_np, pthread_setname_np */
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rdma/fi_errno.h>
+
+#include "srd/log.h"
+#include "srd/proto.h"
+#include "srd/sys.h"
+
+void srd_dev_kick(struct srd_dev *dev) {
+  if (!dev->threaded) return;
+  atomic_fetch_add(&dev->activity, 1);
+  if (atomic_load(&dev->sleepers) == 0) return;
+  pthread_mutex_lock(&dev->wake_lock);
+  pthread_cond_broadcast(&dev->wake);
+  pthread_mutex_unlock(&dev->wake_lock);
+}
+
+static void sleep_us(long us) {
+  struct timespec ts = {0, us * 1000};
+  nanosleep(&ts, NULL);
+}
+
+void srd_dev_wait_step(struct srd_dev *dev) {
+  srd_dev_progress(dev);
+  if (!dev->threaded) {
+    sched_yield();
+    return;
+  }
+  /* The lanes need the lock to deliver the completions waited for. */
+  pthread_mutex_unlock(&dev->lock);
+  srd_dev_kick(dev);
+  sleep_us(20);
+  pthread_mutex_lock(&dev->lock);
+}
+
+/* Idle lanes: poll again at once for a while, then yield the core while the
+ * process keeps calling in, then sleep until an entry point wakes them, or
+ * for 1 ms doubling to 16 ms (data from the peer wakes nobody; a caller that
+ * waits for it calls in, and that wakes the lanes). */
+#define LANE_SPIN_POLLS 64
+#define LANE_QUIET_US 2000
+#define LANE_SLEEP_MIN_US 1000
+#define LANE_SLEEP_MAX_US 16000
+#define LANE_FAILED_SLEEP_US 10000
+
+struct lane_idle {
+  unsigned polls;         /* empty polls in a row */
+  unsigned seen_activity;
+  uint64_t quiet_since_us;
+  long sleep_us;          /* next sleep */
+};
+
+static void lane_sleep(struct srd_dev *dev, unsigned seen, long us) {
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_nsec += us * 1000L;
+  if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+  pthread_mutex_lock(&dev->wake_lock);
+  atomic_fetch_add(&dev->sleepers, 1);
+  /* A kick either sees us counted (and signals under wake_lock, after we
+   * wait) or bumped activity before we look here. */
+  if (atomic_load(&dev->activity) == seen && !atomic_load(&dev->stop))
+    pthread_cond_timedwait(&dev->wake, &dev->wake_lock, &until);
+  atomic_fetch_sub(&dev->sleepers, 1);
+  pthread_mutex_unlock(&dev->wake_lock);
+}
+
+static void lane_idle(struct srd_dev *dev, struct lane_idle *st) {
+  if (++st->polls <= LANE_SPIN_POLLS) return;
+  uint64_t now = srd_now_us();
+  unsigned a = atomic_load_explicit(&dev->activity, memory_order_relaxed);
+  if (a != st->seen_activity) {
+    st->seen_activity = a;
+    st->quiet_since_us = now;
+    st->sleep_us = LANE_SLEEP_MIN_US;
+  }
+  if (now - st->quiet_since_us < LANE_QUIET_US) {
+    sched_yield();
+    return;
+  }
+  lane_sleep(dev, a, st->sleep_us);
+  if (st->sleep_us < LANE_SLEEP_MAX_US) st->sleep_us *= 2;
+}
+
+/* Complete the writes the provider refused to post (dev->lock held). */
+static void fail_writes(struct srd_rail *rail, struct srd_rail_write *failed) {
+  while (failed) {
+    struct srd_rail_write *w = failed;
+    failed = w->next;
+    char text[200];
+    snprintf(text, sizeof(text), "fi_writedata on rail %s failed: %s", rail->name, fi_strerror(-w->err));
+    w->op.done(&w->op, w->err, text);
+  }
+}
+
+/* Only stripes are queued; their owner is a send request. */
+static bool write_abandoned(const struct srd_rail_write *w) {
+  const struct srd_req *r = w->op.owner;
+  return r->comm->result != 0;
+}
+
+/* A provider that keeps refusing a write (a peer that vanished: tcp
+ * reconnects forever) must not keep a lane busy once the comm has failed. */
+#define LANE_REFUSED_CHECK_US 100000
+
+static void drop_abandoned(struct srd_dev *dev, struct srd_rail *rail) {
+  pthread_mutex_lock(&dev->lock);
+  struct srd_rail_write *dropped = srd_rail_drop_queued(rail, write_abandoned);
+  for (struct srd_rail_write *w = dropped; w; w = w->next) w->err = -FI_ECANCELED;
+  fail_writes(rail, dropped);
+  pthread_mutex_unlock(&dev->lock);
+}
+
+static void *lane_main(void *arg) {
+  struct srd_lane *lane = arg;
+  struct srd_dev *dev = lane->dev;
+  struct srd_rail *rail = lane->rail;
+  struct srd_rail_batch b;
+  struct lane_idle idle = {0, 0, srd_now_us(), LANE_SLEEP_MIN_US};
+  uint64_t refused_since_us = 0;
+  while (!atomic_load_explicit(&dev->stop, memory_order_acquire)) {
+    struct srd_rail_write *failed;
+    bool more;
+    int posted = srd_rail_post_queued(rail, &failed, &more);
+    if (failed) {
+      pthread_mutex_lock(&dev->lock);
+      fail_writes(rail, failed);
+      pthread_mutex_unlock(&dev->lock);
+    }
+    int n = srd_rail_reap(rail, &b);
+    if (n < 0) {
+      pthread_mutex_lock(&dev->lock);
+      rail->failed = 1;
+      pthread_mutex_unlock(&dev->lock);
+      sleep_us(LANE_FAILED_SLEEP_US);
+      continue;
+    }
+    /* In the reorder test mode an empty batch releases held completions. */
+    if (n > 0 || rail->reorder) {
+      pthread_mutex_lock(&dev->lock);
+      srd_rail_dispatch(rail, &b);
+      srd_dev_progress_without_cqs(dev);
+      pthread_mutex_unlock(&dev->lock);
+    }
+    if (!more || posted > 0) refused_since_us = 0;
+    else if (!refused_since_us) refused_since_us = srd_now_us();
+    else if (srd_now_us() - refused_since_us > LANE_REFUSED_CHECK_US) {
+      drop_abandoned(dev, rail);
+      refused_since_us = 0;
+    }
+    if (n > 0 || posted > 0) {
+      idle.polls = 0;
+      idle.quiet_since_us = srd_now_us();
+      idle.sleep_us = LANE_SLEEP_MIN_US;
+      continue;
+    }
+    if (more) {
+      sched_yield(); /* the provider's queue is full: completions make room */
+      continue;
+    }
+    lane_idle(dev, &idle);
+  }
+  return NULL;
+}
+
+/* Lanes pay off only with cores to run on: each polls without pause while
+ * the process is busy. */
+static void warn_if_few_cpus(const struct srd_dev *dev) {
+  int cpus = srd_cpus_available();
+  if (cpus && dev->nrails + 1 > cpus)
+    SRD_WARN("device %d: %d progress threads and NCCL's proxy thread share %d CPU(s): they compete for cores "
+             "(lower bandwidth, much higher latency); NCCL_SRD_PROGRESS_THREADS=0 polls from NCCL's thread instead",
+             dev->index, dev->nrails, cpus);
+}
+
+void srd_dev_start_lanes(struct srd_dev *dev) {
+  warn_if_few_cpus(dev);
+  dev->lanes = calloc((size_t)dev->nrails, sizeof(*dev->lanes));
+  if (!dev->lanes) {
+    SRD_WARN("device %d: out of memory for progress lanes; progress threads off", dev->index);
+    return;
+  }
+  atomic_store(&dev->stop, false);
+  dev->lanes_pid = getpid();
+  dev->threaded = true; /* before the first lane runs: callers stop polling */
+  for (int i = 0; i < dev->nrails; i++) {
+    struct srd_lane *lane = &dev->lanes[i];
+    lane->dev = dev;
+    lane->rail = &dev->rails[i];
+    int rc = pthread_create(&lane->thread, NULL, lane_main, lane);
+    if (rc) {
+      SRD_WARN("device %d: cannot start the progress thread of rail %d: %s; progress threads off", dev->index, i,
+               strerror(rc));
+      srd_dev_stop_lanes(dev);
+      return;
+    }
+    lane->running = true;
+    char name[16];
+    snprintf(name, sizeof(name), "srd-d%d-r%d", dev->index, i);
+    pthread_setname_np(lane->thread, name);
+  }
+}
+
+#define LANE_JOIN_TIMEOUT_S 5
+
+bool srd_dev_stop_lanes(struct srd_dev *dev) {
+  if (!dev->lanes) return true;
+  /* A forked child has the device's memory but none of its threads (and its
+   * rails are the parent's): leave both alone. */
+  if (getpid() != dev->lanes_pid) return false;
+  atomic_store_explicit(&dev->stop, true, memory_order_release);
+  pthread_mutex_lock(&dev->wake_lock);
+  pthread_cond_broadcast(&dev->wake);
+  pthread_mutex_unlock(&dev->wake_lock);
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += LANE_JOIN_TIMEOUT_S;
+  bool all = true;
+  for (int i = 0; i < dev->nrails; i++) {
+    struct srd_lane *lane = &dev->lanes[i];
+    if (!lane->running) continue;
+    int rc = pthread_timedjoin_np(lane->thread, NULL, &until);
+    if (rc) {
+      SRD_WARN("device %d: progress thread of rail %d did not end within %d s (%s)", dev->index, i,
+               LANE_JOIN_TIMEOUT_S, strerror(rc));
+      all = false;
+      continue;
+    }
+    lane->running = false;
+  }
+  if (!all) return false;
+  free(dev->lanes);
+  dev->lanes = NULL;
+  dev->threaded = false;
+  return true;
+}

@@ -1,0 +1,120 @@
+/* Many comms between two processes, opened as NCCL opens them (per pair:
+ * listen, connect, accept, close the listener): 20,000 pairs by default
+ * ($SRD_MANYCOMMS_PAIRS), every one kept open. A sample carries a small
+ * (eager) and a large (RDMA write) message once all are open, so comm indexes
+ * far beyond the old 4,096 limit carry data; then all close. Prints the
+ * resident memory per comm (each process holds one direction) and the
+ * connect time per pair at the start and at the end (connecting must not get
+ * slower as comms accumulate). Checks: every comm opens, the sample's data
+ * arrives intact, the device claims at least 65,535 comms, and an idle comm
+ * costs at most 8 KiB of resident memory (not checked under AddressSanitizer,
+ * whose padding is not the comm's). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "srdtest.h"
+
+#define TIMEOUT_MS 60000
+#define VERSION 11
+#define DEFAULT_PAIRS 20000
+#define WINDOW 2000        /* pairs timed at the start and at the end */
+#define SAMPLE_EVERY 997
+#define MAX_IDLE_BYTES 8192
+
+static int pairs(void) {
+  const char *v = getenv("SRD_MANYCOMMS_PAIRS");
+  int n = v ? atoi(v) : DEFAULT_PAIRS;
+  return n > 0 ? n : DEFAULT_PAIRS;
+}
+
+static long rss_bytes(void) {
+  long size = 0, resident = 0;
+  FILE *f = fopen("/proc/self/statm", "r");
+  ST_CHECK(f, "cannot read /proc/self/statm");
+  ST_CHECK(fscanf(f, "%ld %ld", &size, &resident) == 2, "cannot parse /proc/self/statm");
+  fclose(f);
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
+/* Per pair, as NCCL: the receiver listens and hands the handle over; both
+ * poll until their comm appears; the receiver closes the listener. */
+static void *open_pair(int rank) {
+  char handle[NCCL_NET_HANDLE_MAXSIZE] = {0};
+  void *comm = NULL;
+  ncclResult_t rc = ncclSuccess;
+  if (rank == 0) {
+    void *lcomm = NULL;
+    ST_NCCL(st_net_listen(0, handle, &lcomm));
+    st_oob_send(1, handle, sizeof handle);
+    enum st_wait w = st_accept_wait(lcomm, &comm, TIMEOUT_MS, &rc);
+    ST_CHECK(w == ST_DONE, "accept: %s (rc %d)", w == ST_TIMEOUT ? "no comm" : "error", (int)rc);
+    ST_NCCL(st_net_close_listen(lcomm));
+  } else {
+    st_oob_recv(0, handle, sizeof handle, TIMEOUT_MS);
+    enum st_wait w = st_connect_wait(0, handle, &comm, TIMEOUT_MS, &rc);
+    ST_CHECK(w == ST_DONE, "connect: %s (rc %d)", w == ST_TIMEOUT ? "no comm" : "error", (int)rc);
+  }
+  return comm;
+}
+
+static int many(int rank, int nranks, void *arg) {
+  (void)nranks;
+  st_setup(arg, st_version(VERSION));
+  int n = pairs();
+  struct st_props props;
+  ST_NCCL(st_net_get_properties(0, &props));
+  ST_CHECK(props.max_comms >= 65535, "device claims %d comms, not 65,535", props.max_comms);
+  void **comms = calloc((size_t)n, sizeof(*comms));
+  ST_CHECK(comms, "out of memory");
+  /* The first pair opens the device (rails, buffers, the comm table): not a
+   * comm's cost. */
+  comms[0] = open_pair(rank);
+  long rss0 = rss_bytes();
+  int64_t t0 = st_now_ms(), first_ms = 0, last_start = 0;
+  for (int i = 1; i < n; i++) {
+    if (i == n - WINDOW) last_start = st_now_ms();
+    comms[i] = open_pair(rank);
+    if (i == WINDOW) first_ms = st_now_ms() - t0;
+  }
+  int64_t open_ms = st_now_ms() - t0, last_ms = st_now_ms() - last_start;
+  long per_comm = (rss_bytes() - rss0) / (n - 1);
+  const char *dir = rank == 0 ? "recv" : "send";
+  st_note("%d pairs in %lld ms; %s comm: %ld bytes resident each", n, (long long)open_ms, dir, per_comm);
+  if (n > 2 * WINDOW)
+    st_note("connect per pair: %.0f us over the first %d pairs, %.0f us over the last %d", first_ms * 1000.0 / WINDOW,
+            WINDOW, last_ms * 1000.0 / WINDOW, WINDOW);
+#ifndef __SANITIZE_ADDRESS__ /* AddressSanitizer pads every allocation */
+  ST_CHECK(per_comm <= MAX_IDLE_BYTES, "an idle %s comm costs %ld bytes (at most %d)", dir, per_comm, MAX_IDLE_BYTES);
+#endif
+  st_barrier(TIMEOUT_MS);
+  for (int i = n - 1; i >= 0; i -= SAMPLE_EVERY) {
+    if (rank == 1) {
+      st_send_one(comms[i], 64, (uint64_t)i, 1, TIMEOUT_MS);
+      st_send_one(comms[i], 1 << 20, (uint64_t)i + 1, 2, TIMEOUT_MS);
+    } else {
+      st_recv_one(comms[i], 64, (uint64_t)i, 1, TIMEOUT_MS);
+      st_recv_one(comms[i], 1 << 20, (uint64_t)i + 1, 2, TIMEOUT_MS);
+    }
+  }
+  st_barrier(TIMEOUT_MS);
+  int64_t c0 = st_now_ms();
+  for (int i = 0; i < n; i++) ST_NCCL(rank == 0 ? st_net_close_recv(comms[i]) : st_net_close_send(comms[i]));
+  st_note("closed %d comms in %lld ms", n, (long long)(st_now_ms() - c0));
+  free(comms);
+  ST_NCCL(st_net_finalize());
+  return 0;
+}
+
+static int case_many(const struct st_ctx *ctx) {
+  char label[96];
+  snprintf(label, sizeof label, "%s[%s]", ctx->test, ctx->provider);
+  struct st_group_opts opts = {.timeout_s = 600};
+  return st_group_run(label, 2, many, (void *)ctx, &opts);
+}
+
+int main(int argc, char **argv) {
+  static const struct st_case cases[] = {{"many", case_many}};
+  return st_main(argc, argv, cases, 1);
+}

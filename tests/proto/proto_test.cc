@@ -1,0 +1,513 @@
+// The protocol's state machines (send.c, recv.c, request.c, ctrl.c, the comm
+// layer's dispatch and close) against a fake rail: two devices of one rail
+// each, a sender on device A and a receiver on device B. The fake records
+// every send and write; the tests decide when each is delivered to the other
+// side and when its completion runs, in any order, as often as they like.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <vector>
+
+#include <rdma/fi_errno.h>
+
+// The C headers name functions after structs (srd_rail_write, srd_send_comm).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wshadow"
+extern "C" {
+#include "srd/comm.h"
+}
+#pragma GCC diagnostic pop
+
+namespace {
+
+constexpr size_t kEagerMax = 1024;
+constexpr size_t kMaxWrite = 4096; // a 16 KiB message is four writes
+
+struct Sent {
+  srd_rail *rail;
+  srd_rail_buf *buf;
+  size_t len;
+  fi_addr_t dest;
+};
+
+struct Write {
+  srd_rail *rail;
+  srd_op *op;
+  const void *src;
+  size_t len;
+  uint32_t imm;
+  fi_addr_t dest;
+  uint64_t raddr;
+};
+
+struct Fake {
+  std::deque<Sent> sends;
+  std::deque<Write> writes;
+  bool no_buffers = false;
+  bool provider_full = false;
+  int bufs_out = 0;
+  srd_dev *devs[2] = {nullptr, nullptr};
+} g;
+
+int av_insert(srd_rail *, const void *, fi_addr_t *addr) {
+  *addr = 0;
+  return 0;
+}
+void av_remove(srd_rail *, fi_addr_t) {}
+srd_rail_buf *get_send_buf(srd_rail *rail) {
+  if (g.no_buffers) return nullptr;
+  auto *b = static_cast<srd_rail_buf *>(calloc(1, sizeof(srd_rail_buf) + rail->buf_size));
+  b->rail = rail;
+  g.bufs_out++;
+  return b;
+}
+void put_send_buf(srd_rail_buf *b) {
+  g.bufs_out--;
+  free(b);
+}
+int send(srd_rail *rail, int, srd_rail_buf *b, size_t len, fi_addr_t dest) {
+  if (g.provider_full) return -FI_EAGAIN;
+  g.sends.push_back({rail, b, len, dest});
+  return 0;
+}
+int write(srd_rail *rail, int, const void *src, size_t len, void *, uint32_t imm, fi_addr_t dest, uint64_t raddr,
+          uint64_t, srd_op *op) {
+  if (g.provider_full) return -FI_EAGAIN;
+  g.writes.push_back({rail, op, src, len, imm, dest, raddr});
+  return 0;
+}
+void queue_write(srd_rail *, struct srd_rail_write *) { ADD_FAILURE() << "no lanes in these tests"; }
+void *mr_desc(fid_mr *) { return nullptr; }
+uint64_t mr_key(fid_mr *) { return 0x5eed; }
+int poll(srd_rail *, int) { return 0; }
+int link_down(const srd_rail *) { return 0; }
+
+const srd_rail_ops kFake = {av_insert, av_remove, get_send_buf, put_send_buf, send, write,
+                            queue_write, mr_desc, mr_key, poll, link_down};
+
+// Addresses: a comm's peer address is the index of the peer's device.
+srd_dev *dest_dev(fi_addr_t a) { return g.devs[a]; }
+
+void make_dev(srd_dev *d, int index) {
+  memset(static_cast<void *>(d), 0, sizeof(*d));
+  srd_dev_init(d, index, &srd_dispatch_handlers);
+  d->rail_ops = &kFake;
+  d->rails = static_cast<srd_rail *>(calloc(1, sizeof(srd_rail)));
+  d->nrails = d->neps = d->npaths = d->nnics = d->lanes_per_nic = 1;
+  d->rails[0].buf_size = 4096;
+  d->rails[0].virt_addr = 1;
+  snprintf(d->rails[0].name, sizeof d->rails[0].name, "fake%d", index);
+  d->eager_max = kEagerMax;
+  d->sched = {1, 1 << 20, 4096, kMaxWrite};
+  ASSERT_EQ(0, srd_dev_comms_init(d));
+  g.devs[index] = d;
+}
+
+void free_dev(srd_dev *d) {
+  srd_dev_free_closed(d, true);
+  for (int i = 0; i < d->comms_end; i++)
+    if (d->comms[i]) srd_comm_free(d->comms[i]);
+  srd_dev_comms_fini(d);
+  free(d->rails);
+  d->rails = nullptr;
+  srd_dev_fini(d);
+}
+
+// A registration of buf as the cache would hand it out.
+struct Reg {
+  srd_rail_mrs mrs{};
+  srd_mr mr{};
+  srd_mr_ref ref{};
+  explicit Reg(std::vector<char> &buf) {
+    mrs.nrails = 1;
+    mr.base = reinterpret_cast<uintptr_t>(buf.data());
+    mr.len = buf.size();
+    mr.refs = 1;
+    mr.handle = &mrs;
+    ref.mr = &mr;
+    ref.addr = mr.base;
+    ref.len = buf.size();
+  }
+};
+
+class Proto : public ::testing::Test {
+ protected:
+  srd_dev a, b;
+  srd_comm *s = nullptr, *r = nullptr;
+
+  void SetUp() override {
+    g = Fake();
+    make_dev(&a, 0);
+    make_dev(&b, 1);
+    s = srd_comm_alloc(&a, true);
+    r = srd_comm_alloc(&b, false);
+    ASSERT_TRUE(s && r);
+    join(s, r, 1);
+    join(r, s, 0);
+    s->eager_ok = true;
+  }
+  static void join(srd_comm *c, srd_comm *peer, fi_addr_t addr) {
+    c->peer_id = peer->id;
+    c->remote_rails = c->remote_eps = 1;
+    c->peer = static_cast<fi_addr_t *>(calloc(1, sizeof(fi_addr_t)));
+    c->peer[0] = addr;
+    c->ready = true;
+  }
+  void TearDown() override {
+    // Run what the fake still holds, as a provider would at close.
+    while (!g.writes.empty()) complete_write(0);
+    while (!g.sends.empty()) complete_send(0);
+    free_dev(&a);
+    free_dev(&b);
+    EXPECT_EQ(0, g.bufs_out) << "control buffers leaked";
+  }
+
+  // Hand the i-th recorded send to its destination (it stays recorded).
+  void deliver_send(size_t i) {
+    const Sent &m = g.sends.at(i);
+    srd_dev *d = dest_dev(m.dest);
+    srd_dispatch_handlers.on_message(d, &d->rails[0], m.buf->data, m.len);
+  }
+  // Its completion at the sender; then it is gone.
+  void complete_send(size_t i, int err = 0) {
+    Sent m = g.sends.at(i);
+    g.sends.erase(g.sends.begin() + static_cast<long>(i));
+    m.buf->op.done(&m.buf->op, err, err ? "fake failure" : nullptr);
+  }
+  void deliver_and_complete_sends() {
+    while (!g.sends.empty()) {
+      deliver_send(0);
+      complete_send(0);
+    }
+  }
+  void deliver_write(size_t i) {
+    const Write &w = g.writes.at(i);
+    memcpy(reinterpret_cast<void *>(w.raddr), w.src, w.len);
+    srd_dev *d = dest_dev(w.dest);
+    srd_dispatch_handlers.on_remote_write(d, &d->rails[0], w.imm, w.len);
+  }
+  void complete_write(size_t i, int err = 0) {
+    Write w = g.writes.at(i);
+    g.writes.erase(g.writes.begin() + static_cast<long>(i));
+    w.op->done(w.op, err, err ? "fake failure" : nullptr);
+  }
+
+  srd_req *isend(std::vector<char> &buf, Reg &reg, size_t size, int tag, int expect_rc = 0) {
+    srd_req *req = nullptr;
+    EXPECT_EQ(expect_rc, srd_proto_isend(s, buf.data(), size, tag, &reg.ref, &req));
+    return req;
+  }
+  srd_req *irecv(int n, std::vector<char> *bufs, Reg **regs, const int *tags) {
+    void *data[SRD_MAX_RECVS];
+    size_t sizes[SRD_MAX_RECVS];
+    srd_mr_ref *mrs[SRD_MAX_RECVS];
+    for (int i = 0; i < n; i++) {
+      data[i] = bufs[i].data();
+      sizes[i] = bufs[i].size();
+      mrs[i] = &regs[i]->ref;
+    }
+    srd_req *req = nullptr;
+    EXPECT_EQ(0, srd_proto_irecv(r, n, data, sizes, tags, mrs, &req));
+    return req;
+  }
+};
+
+std::vector<char> pattern(size_t n, int seed) {
+  std::vector<char> v(n);
+  for (size_t i = 0; i < n; i++) v[i] = static_cast<char>(i * 7 + static_cast<size_t>(seed) * 13 + 1);
+  return v;
+}
+
+TEST_F(Proto, ClearToSendBeforeSend) {
+  std::vector<char> out = pattern(16384, 1), in(16384);
+  Reg ro(out), ri(in);
+  Reg *regs[] = {&ri};
+  int tag = 5;
+  srd_req *rr = irecv(1, &in, regs, &tag);
+  ASSERT_TRUE(rr);
+  ASSERT_EQ(1u, g.sends.size()) << "the receive posts its clear-to-send";
+  deliver_and_complete_sends();
+  srd_req *sr = isend(out, ro, out.size(), 5);
+  ASSERT_TRUE(sr);
+  ASSERT_EQ(4u, g.writes.size()) << "16 KiB in writes of at most 4 KiB";
+  for (size_t i = 0; i < 4; i++) deliver_write(i);
+  EXPECT_TRUE(rr->done);
+  EXPECT_EQ(0, rr->result);
+  EXPECT_EQ(16384u, rr->e[0].got);
+  EXPECT_EQ(out, in);
+  EXPECT_FALSE(sr->done) << "a send is done when its writes complete";
+  while (!g.writes.empty()) complete_write(0);
+  EXPECT_TRUE(sr->done);
+  srd_req_release(sr);
+  srd_req_release(rr);
+}
+
+TEST_F(Proto, SendBeforeClearToSendWaits) {
+  std::vector<char> out = pattern(8192, 2), in(8192);
+  Reg ro(out), ri(in);
+  EXPECT_EQ(nullptr, isend(out, ro, out.size(), 0, SRD_AGAIN)) << "no clear-to-send yet: try later";
+  EXPECT_TRUE(g.writes.empty());
+  EXPECT_EQ(0u, s->next_seq) << "a refused send takes no sequence";
+  Reg *regs[] = {&ri};
+  srd_req *rr = irecv(1, &in, regs, nullptr);
+  deliver_and_complete_sends();
+  srd_req *sr = isend(out, ro, out.size(), 0);
+  ASSERT_TRUE(sr);
+  while (!g.writes.empty()) {
+    deliver_write(0);
+    complete_write(0);
+  }
+  EXPECT_TRUE(rr->done && sr->done);
+  EXPECT_EQ(out, in);
+  srd_req_release(sr);
+  srd_req_release(rr);
+}
+
+TEST_F(Proto, EagerBeforeClearToSend) {
+  std::vector<char> out = pattern(100, 3), in(4096);
+  Reg ro(out), ri(in);
+  srd_req *sr = isend(out, ro, out.size(), 9);
+  ASSERT_TRUE(sr) << "small messages go at once";
+  ASSERT_EQ(1u, g.sends.size());
+  deliver_send(0); // arrives before any receive: kept
+  complete_send(0);
+  EXPECT_TRUE(sr->done);
+  Reg *regs[] = {&ri};
+  int tag = 9;
+  srd_req *rr = irecv(1, &in, regs, &tag);
+  ASSERT_TRUE(rr);
+  EXPECT_TRUE(rr->done) << "the kept eager data completes the receive";
+  EXPECT_EQ(100u, rr->e[0].got);
+  EXPECT_EQ(0, memcmp(out.data(), in.data(), 100));
+  EXPECT_TRUE(g.sends.empty()) << "no clear-to-send for a receive that is already complete";
+  srd_req_release(sr);
+  srd_req_release(rr);
+}
+
+TEST_F(Proto, EagerSentBeforeTheClearToSendUsesItsEntry) {
+  // Receive of two with one tag; the sender sends the first eagerly before
+  // the clear-to-send arrives, then the second large: it must take entry 1,
+  // which the eager message left, not entry 0.
+  std::vector<char> bufs[2] = {std::vector<char>(4096), std::vector<char>(8192)};
+  Reg r0(bufs[0]), r1(bufs[1]);
+  Reg *regs[] = {&r0, &r1};
+  int tags[] = {7, 7};
+  srd_req *rr = irecv(2, bufs, regs, tags);
+  std::vector<char> small = pattern(64, 4), big = pattern(8192, 5);
+  Reg rs(small), rb(big);
+  srd_req *s1 = isend(small, rs, small.size(), 7);
+  ASSERT_TRUE(s1);
+  // Now the receiver's clear-to-send (first) and the eager data reach their peers.
+  deliver_send(0);
+  deliver_send(1);
+  complete_send(1);
+  complete_send(0);
+  srd_req *s2 = isend(big, rb, big.size(), 7);
+  ASSERT_TRUE(s2);
+  while (!g.writes.empty()) {
+    deliver_write(0);
+    complete_write(0);
+  }
+  EXPECT_TRUE(rr->done);
+  EXPECT_EQ(0, rr->result);
+  EXPECT_EQ(0, memcmp(small.data(), bufs[0].data(), 64));
+  EXPECT_EQ(big, bufs[1]);
+  srd_req_release(s1);
+  srd_req_release(s2);
+  srd_req_release(rr);
+}
+
+TEST_F(Proto, GroupedReceiveMatchesByTag) {
+  std::vector<char> bufs[3] = {std::vector<char>(8192), std::vector<char>(8192), std::vector<char>(8192)};
+  Reg r0(bufs[0]), r1(bufs[1]), r2(bufs[2]);
+  Reg *regs[] = {&r0, &r1, &r2};
+  int tags[] = {10, 20, 30};
+  srd_req *rr = irecv(3, bufs, regs, tags);
+  deliver_and_complete_sends();
+  std::vector<char> msgs[3] = {pattern(8192, 30), pattern(5000, 10), pattern(7000, 20)};
+  const int order[] = {30, 10, 20};
+  srd_req *sr[3];
+  for (int i = 0; i < 3; i++) {
+    Reg reg(msgs[i]);
+    sr[i] = isend(msgs[i], reg, msgs[i].size(), order[i]);
+    ASSERT_TRUE(sr[i]);
+  }
+  // Deliver the writes last to first.
+  for (size_t i = g.writes.size(); i-- > 0;) deliver_write(i);
+  EXPECT_TRUE(rr->done);
+  EXPECT_EQ(0, rr->result);
+  EXPECT_EQ(5000u, rr->e[0].got);
+  EXPECT_EQ(7000u, rr->e[1].got);
+  EXPECT_EQ(8192u, rr->e[2].got);
+  EXPECT_EQ(0, memcmp(msgs[1].data(), bufs[0].data(), 5000));
+  EXPECT_EQ(0, memcmp(msgs[2].data(), bufs[1].data(), 7000));
+  EXPECT_EQ(msgs[0], bufs[2]);
+  while (!g.writes.empty()) complete_write(g.writes.size() - 1);
+  for (srd_req *q : sr) {
+    EXPECT_TRUE(q->done);
+    srd_req_release(q);
+  }
+  srd_req_release(rr);
+}
+
+TEST_F(Proto, TruncationFailsBothSides) {
+  std::vector<char> out = pattern(16384, 6), in(8192);
+  Reg ro(out), ri(in);
+  Reg *regs[] = {&ri};
+  srd_req *rr = irecv(1, &in, regs, nullptr);
+  deliver_and_complete_sends();
+  srd_req *sr = isend(out, ro, out.size(), 0);
+  ASSERT_TRUE(sr);
+  EXPECT_TRUE(sr->done);
+  EXPECT_EQ(SRD_ERR_USAGE, sr->result);
+  EXPECT_TRUE(g.writes.empty()) << "nothing is written past the peer's buffer";
+  deliver_and_complete_sends(); // the truncation notice
+  EXPECT_TRUE(rr->done);
+  EXPECT_EQ(SRD_ERR_USAGE, rr->result);
+  srd_req_release(sr);
+  srd_req_release(rr);
+}
+
+TEST_F(Proto, EagerLargerThanTheBufferFailsTheReceive) {
+  std::vector<char> out = pattern(512, 7), in(100);
+  Reg ro(out), ri(in);
+  Reg *regs[] = {&ri};
+  srd_req *rr = irecv(1, &in, regs, nullptr);
+  srd_req *sr = isend(out, ro, out.size(), 0);
+  ASSERT_TRUE(sr);
+  deliver_and_complete_sends();
+  EXPECT_TRUE(rr->done);
+  EXPECT_EQ(SRD_ERR_USAGE, rr->result);
+  EXPECT_EQ(std::vector<char>(100), in) << "nothing copied past the buffer";
+  srd_req_release(sr);
+  srd_req_release(rr);
+}
+
+TEST_F(Proto, DuplicateWriteIsRefused) {
+  std::vector<char> out = pattern(4096, 8), in(4096);
+  Reg ro(out), ri(in);
+  Reg *regs[] = {&ri};
+  srd_req *rr = irecv(1, &in, regs, nullptr);
+  deliver_and_complete_sends();
+  srd_req *sr = isend(out, ro, out.size(), 0);
+  ASSERT_EQ(1u, g.writes.size());
+  deliver_write(0);
+  EXPECT_TRUE(rr->done);
+  EXPECT_EQ(0, r->result);
+  deliver_write(0);
+  EXPECT_NE(0, r->result) << "a second completion of one write fails the comm, never counts twice";
+  complete_write(0);
+  srd_req_release(sr);
+  srd_req_release(rr);
+}
+
+TEST_F(Proto, LateWriteCannotCompleteTheSlotsNextReceive) {
+  std::vector<char> out = pattern(4096, 9), in(4096), in2(4096);
+  Reg ro(out), ri(in), ri2(in2);
+  Reg *regs[] = {&ri};
+  srd_req *rr = irecv(1, &in, regs, nullptr);
+  deliver_and_complete_sends();
+  srd_req *sr = isend(out, ro, out.size(), 0);
+  ASSERT_EQ(1u, g.writes.size());
+  Write late = g.writes.front();
+  deliver_write(0);
+  complete_write(0);
+  ASSERT_TRUE(rr->done);
+  int slot = rr->slot;
+  srd_req_release(rr);
+  Reg *regs2[] = {&ri2};
+  srd_req *rr2 = irecv(1, &in2, regs2, nullptr);
+  ASSERT_EQ(slot, rr2->slot) << "the freed slot is reused";
+  // The old write's completion shows up again (a duplicate from the provider).
+  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], late.imm, late.len);
+  EXPECT_FALSE(rr2->done) << "an old write completed the slot's next receive";
+  EXPECT_NE(0, r->result);
+  srd_req_release(sr);
+  srd_req_release(rr2);
+}
+
+TEST_F(Proto, ReorderedCompletions) {
+  std::vector<char> out = pattern(16384, 11), in(16384);
+  Reg ro(out), ri(in);
+  Reg *regs[] = {&ri};
+  srd_req *rr = irecv(1, &in, regs, nullptr);
+  ASSERT_EQ(1u, g.sends.size());
+  deliver_send(0);
+  srd_req *sr = isend(out, ro, out.size(), 0);
+  ASSERT_EQ(4u, g.writes.size());
+  // Data lands out of order; the send's completions come back out of order
+  // too, and the clear-to-send's own completion comes last of all.
+  const size_t order[] = {2, 0, 3, 1};
+  for (size_t i : order) deliver_write(i);
+  EXPECT_TRUE(rr->done);
+  EXPECT_EQ(out, in);
+  complete_write(3);
+  complete_write(0);
+  EXPECT_FALSE(sr->done);
+  complete_write(1);
+  EXPECT_FALSE(sr->done);
+  complete_write(0);
+  EXPECT_TRUE(sr->done);
+  EXPECT_EQ(0, sr->result);
+  complete_send(0);
+  EXPECT_EQ(0, r->result);
+  srd_req_release(sr);
+  srd_req_release(rr);
+}
+
+TEST_F(Proto, NoControlBufferMeansTryLater) {
+  std::vector<char> in(4096);
+  Reg ri(in);
+  Reg *regs[] = {&ri};
+  g.no_buffers = true;
+  srd_req *rr = irecv(1, &in, regs, nullptr);
+  ASSERT_TRUE(rr);
+  EXPECT_TRUE(g.sends.empty());
+  EXPECT_TRUE(rr->on_pending) << "the clear-to-send waits for a buffer";
+  g.no_buffers = false;
+  srd_proto_post_pending(&b);
+  EXPECT_EQ(1u, g.sends.size());
+  EXPECT_FALSE(rr->on_pending);
+  srd_req_release(rr);
+}
+
+TEST_F(Proto, CloseWhileInFlightWaitsForTheProvider) {
+  std::vector<char> out = pattern(8192, 12), in(8192);
+  Reg ro(out), ri(in);
+  Reg *regs[] = {&ri};
+  srd_req *rr = irecv(1, &in, regs, nullptr);
+  deliver_and_complete_sends();
+  srd_req *sr = isend(out, ro, out.size(), 0);
+  ASSERT_TRUE(sr);
+  ASSERT_EQ(2u, g.writes.size());
+  srd_comm *closing = s;
+  s = nullptr;
+  srd_comm_close(closing); // the fake provider holds the writes past the wait
+  ASSERT_EQ(closing, a.closed) << "retired, not freed, while the provider holds its writes";
+  EXPECT_TRUE(sr->done);
+  EXPECT_EQ(SRD_ERR_USAGE, sr->result);
+  EXPECT_EQ(nullptr, srd_dev_comm_by_id(&a, closing->id)) << "no message reaches a closed comm";
+  while (!g.writes.empty()) complete_write(0);
+  srd_dev_free_closed(&a, false);
+  EXPECT_EQ(closing, a.closed) << "its close notice is still held";
+  ASSERT_EQ(1u, g.sends.size());
+  deliver_send(0);
+  EXPECT_TRUE(r->peer_closed);
+  complete_send(0);
+  srd_dev_free_closed(&a, false);
+  EXPECT_EQ(nullptr, a.closed) << "freed once its last operation completed";
+  srd_comm_close(r);
+  r = nullptr;
+  (void)rr;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  // close waits this long for operations the (fake) provider holds.
+  setenv("NCCL_SRD_CLOSE_TIMEOUT_MS", "50", 1);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
