@@ -32,7 +32,8 @@ SRD_FUNCTIONAL_TESTS = \
 	tests/functional/close \
 	tests/functional/peerkill \
 	tests/functional/allreduce \
-	tests/functional/badinput
+	tests/functional/badinput \
+	tests/functional/paths
 SRD_ABI_TESTS = tests/abi/dlopen
 
 check_PROGRAMS += $(SRD_FUNCTIONAL_TESTS) $(SRD_ABI_TESTS)
@@ -72,6 +73,9 @@ tests_functional_badinput_LDADD = $(SRD_TEST_LDADD)
 tests_functional_lanes_SOURCES = tests/functional/lanes.c
 tests_functional_lanes_CPPFLAGS = $(SRD_TEST_CPPFLAGS)
 tests_functional_lanes_LDADD = $(SRD_TEST_LDADD)
+tests_functional_paths_SOURCES = tests/functional/paths.c
+tests_functional_paths_CPPFLAGS = $(SRD_TEST_CPPFLAGS)
+tests_functional_paths_LDADD = $(SRD_TEST_LDADD)
 tests_abi_dlopen_SOURCES = tests/abi/dlopen.c
 tests_abi_dlopen_CPPFLAGS = $(SRD_TEST_CPPFLAGS)
 tests_abi_dlopen_LDADD = $(SRD_TEST_LDADD)

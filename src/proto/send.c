@@ -161,6 +161,7 @@ static int send_eager(struct srd_comm *c, const void *data, size_t size, int tag
   }
   c->sent_tag[c->next_seq & SRD_SEQ_MASK] = tag;
   c->next_seq++;
+  c->traffic.eager++;
   *out = r;
   return 0;
 }
@@ -245,6 +246,8 @@ int srd_proto_isend(struct srd_comm *c, const void *data, size_t size, int tag, 
       srd_comm_fail(c, ncclInvalidArgument, "message of %zu bytes needs more than %d writes", size, SRD_MAX_STRIPES);
       return c->result;
     }
+    c->traffic.rendezvous++;
+    c->traffic.writes += (uint64_t)r->nstripes;
     if (post_stripes(r) == -FI_EAGAIN) srd_pending_add(r);
     *out = r;
   }

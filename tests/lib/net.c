@@ -49,14 +49,67 @@ void *st_plugin_table(int v) {
   return t;
 }
 
+/* The plugin's latest log lines (every level), for tests that check what it
+ * reported; lane threads log too, hence the lock. */
+#define LOG_LINES 256
+#define LOG_LINE_MAX 1024
+static struct {
+  pthread_mutex_t lock;
+  unsigned next; /* lines logged so far; line i is in slot i % LOG_LINES */
+  char line[LOG_LINES][LOG_LINE_MAX];
+} log_ring = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void keep_line(const char *msg) {
+  pthread_mutex_lock(&log_ring.lock);
+  snprintf(log_ring.line[log_ring.next % LOG_LINES], LOG_LINE_MAX, "%s", msg);
+  log_ring.next++;
+  pthread_mutex_unlock(&log_ring.lock);
+}
+
+int st_log_find(const char *needle, char *out, size_t outlen) {
+  int found = 0;
+  pthread_mutex_lock(&log_ring.lock);
+  unsigned first = log_ring.next > LOG_LINES ? log_ring.next - LOG_LINES : 0;
+  for (unsigned i = log_ring.next; i-- > first && !found;)
+    if (strstr(log_ring.line[i % LOG_LINES], needle)) {
+      found = 1;
+      if (out && outlen) snprintf(out, outlen, "%s", log_ring.line[i % LOG_LINES]);
+    }
+  pthread_mutex_unlock(&log_ring.lock);
+  return found;
+}
+
+int st_log_count(const char *needle) {
+  int n = 0;
+  pthread_mutex_lock(&log_ring.lock);
+  unsigned first = log_ring.next > LOG_LINES ? log_ring.next - LOG_LINES : 0;
+  for (unsigned i = first; i < log_ring.next; i++) n += strstr(log_ring.line[i % LOG_LINES], needle) != NULL;
+  pthread_mutex_unlock(&log_ring.lock);
+  return n;
+}
+
+struct st_traffic st_traffic_last(int is_send) {
+  char line[LOG_LINE_MAX];
+  struct st_traffic t = {-1, -1, -1};
+  const char *what = is_send ? "send comm " : "recv comm ";
+  ST_CHECK(st_log_find(what, line, sizeof line) && strstr(line, " closed: "),
+           "the plugin logged no traffic line for a closed %scomm", what);
+  const char *p = strstr(line, " closed: ");
+  ST_CHECK(sscanf(p, " closed: %lld eager message(s), %lld by RMA write in %lld write(s)", &t.eager, &t.rendezvous,
+                  &t.writes) == 3,
+           "unexpected traffic line: %s", line);
+  return t;
+}
+
 static void logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt, ...) {
   if (level == NCCL_LOG_WARN) atomic_fetch_add(&warnings, 1);
-  if (level != NCCL_LOG_WARN && !getenv("SRD_TEST_VERBOSE")) return;
-  char msg[1024];
+  char msg[LOG_LINE_MAX];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
+  keep_line(msg);
+  if (level != NCCL_LOG_WARN && !getenv("SRD_TEST_VERBOSE")) return;
   static const char *names[] = {"NONE", "VERSION", "WARN", "INFO", "ABORT", "TRACE"};
   const char *lvl = (unsigned)level < sizeof names / sizeof names[0] ? names[level] : "?";
   fprintf(stderr, "[%s] %s %s:%d %s\n", st_label(), lvl, file ? file : "?", line, msg);

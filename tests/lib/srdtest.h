@@ -91,6 +91,23 @@ ncclResult_t st_net_close_listen(void *listen_comm);
 
 /* Warnings the plugin logged through our logger since load. */
 int st_warn_count(void);
+/* The plugin's last 256 log lines (every level, whatever NCCL_DEBUG says):
+ * the latest line containing needle into out (1), or 0 when none does; and
+ * how many of them contain needle. */
+int st_log_find(const char *needle, char *out, size_t outlen);
+int st_log_count(const char *needle);
+
+/* What a comm carried, by path, from the INFO line the plugin logs when it
+ * closes a comm ("send comm 0x1 closed: 2 eager message(s), 1 by RMA write in
+ * 4 write(s)"). Call right after closing it. */
+struct st_traffic {
+  long long eager;      /* inline messages */
+  long long rendezvous; /* messages written after the receiver's clear-to-send */
+  long long writes;     /* RMA writes (stripes) */
+};
+/* The latest closed send (is_send 1) or recv comm's; fails the process when
+ * there is none. */
+struct st_traffic st_traffic_last(int is_send);
 
 /* ---------- bounded helpers over the plugin ---------- */
 
