@@ -1,8 +1,11 @@
 /* Closing comms while requests are in flight: no crash, no hang (every
  * process is bounded by its alarm), clean under AddressSanitizer. As NCCL
  * does when it aborts, each side deregisters, closes and then frees its
- * buffers; abandoned requests are never touched again. A peer that closed
- * while our receive is pending must make that receive fail within 10 s. */
+ * buffers; abandoned requests are never touched again. What the peer sees is
+ * exact: a receive pending when the sender closed fails with
+ * ncclRemoteError within 10 s, a message that left before its sender closed
+ * is still delivered intact, and the device carries a fresh comm pair after
+ * a close in mid-transfer. */
 #include <stdio.h>
 #include <string.h>
 
@@ -62,9 +65,9 @@ static int recv_pending(int rank, int nranks, void *arg) {
   return 0;
 }
 
-/* The sender closes with an eager send (and maybe a large one) pending; the
- * receiver then posts for the eager one: it completes with the right bytes
- * or fails, within 10 s. */
+/* The sender closes with an eager send (and a large one that waits for a
+ * clear-to-send) pending; the receiver then posts for the eager one: it left
+ * before the close, so it completes with the right bytes within 10 s. */
 static int send_pending(int rank, int nranks, void *arg) {
   st_setup(arg, st_version(VERSION));
   void *comm = st_pair_comm(rank, 0, 1, SETUP_MS), *mh = NULL;
@@ -89,11 +92,10 @@ static int send_pending(int rank, int nranks, void *arg) {
     enum st_wait w = st_irecv_wait(comm, 1, &data, &size, &tag, &mh, &req, RESOLVE_MS, &rc);
     if (w == ST_DONE) w = st_test_wait(req, &got, RESOLVE_MS, &rc);
     ST_CHECK(w != ST_TIMEOUT, "a receive for a send whose comm was closed did not resolve in %d ms", RESOLVE_MS);
-    if (w == ST_DONE) {
-      ST_CHECK(got == 1024, "the receive completed reporting %d bytes, sent 1024", got);
-      size_t bad = st_pattern_check(buf, 1024, 7);
-      ST_CHECK(bad == SIZE_MAX, "the receive completed with a wrong byte at offset %zu", bad);
-    }
+    ST_CHECK(w == ST_DONE, "the receive of an eager message sent before its sender closed failed (rc %d)", (int)rc);
+    ST_CHECK(got == 1024, "the receive completed reporting %d bytes, sent 1024", got);
+    size_t bad = st_pattern_check(buf, 1024, 7);
+    ST_CHECK(bad == SIZE_MAX, "the receive completed with a wrong byte at offset %zu", bad);
     st_note("receive after the sender closed: %s (rc %d) after %lld ms", w == ST_DONE ? "completed" : "error",
             (int)rc, (long long)(st_now_ms() - t0));
     close_comm(rank, 0, comm, mh);
@@ -103,7 +105,8 @@ static int send_pending(int rank, int nranks, void *arg) {
   return 0;
 }
 
-/* Both sides close with 32 one-MiB transfers under way. */
+/* Both sides close with 32 one-MiB transfers under way; then a fresh comm
+ * pair on the same device carries a message intact. */
 #define NREQ 32
 static int mid_transfer(int rank, int nranks, void *arg) {
   st_setup(arg, st_version(VERSION));
@@ -133,6 +136,12 @@ static int mid_transfer(int rank, int nranks, void *arg) {
     await_peer(1, 'x');
   }
   close_comm(rank, 0, comm, mh);
+  /* The buffers stay mapped meanwhile: writes the sender had under way when
+   * the receiver closed may still land in them (tcp). */
+  void *fresh = st_pair_comm(rank, 0, 1, SETUP_MS);
+  if (rank == 0) st_recv_one(fresh, MIB + 5, 21, 3, SETUP_MS);
+  else st_send_one(fresh, MIB + 5, 21, 3, SETUP_MS);
+  ST_NCCL(rank == 0 ? st_net_close_recv(fresh) : st_net_close_send(fresh));
   st_free(buf, NREQ * MIB);
   ST_NCCL(st_net_finalize());
   return 0;
@@ -175,6 +184,8 @@ static int peer_closed(int rank, int nranks, void *arg) {
     ST_CHECK(w != ST_TIMEOUT, "a receive pending when the sender closed its comm did not fail within %d ms",
              RESOLVE_MS);
     ST_CHECK(w == ST_ERROR, "a receive no one sent to completed (%d bytes) after the sender closed", got);
+    ST_CHECK(rc == ncclRemoteError, "a receive pending when the sender closed failed with rc %d, expected %d", (int)rc,
+             (int)ncclRemoteError);
     st_note("pending receive failed %lld ms after the sender closed (rc %d)", (long long)(st_now_ms() - t0), (int)rc);
     close_comm(rank, 0, comm, mh);
   }
