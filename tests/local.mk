@@ -85,8 +85,9 @@ tests_abi_dlopen_LDADD = $(SRD_TEST_LDADD)
 # raildown runs only from raildown.sh; list_nics prints what srd_topo_discover
 # finds inside a namespace.
 check_PROGRAMS += tests/functional/raildown tests/topo/list_nics
-TESTS += tests/netns/multirail.sh tests/netns/raildown.sh tests/netns/topo-netns.sh
-EXTRA_DIST += tests/netns/multirail.sh tests/netns/raildown.sh tests/netns/netns.sh tests/netns/topo-netns.sh
+TESTS += tests/netns/multirail.sh tests/netns/raildown.sh tests/netns/raildown-lanes.sh tests/netns/topo-netns.sh
+EXTRA_DIST += tests/netns/multirail.sh tests/netns/raildown.sh tests/netns/raildown-lanes.sh tests/netns/netns.sh \
+	tests/netns/topo-netns.sh
 tests_functional_raildown_SOURCES = tests/functional/raildown.c
 tests_functional_raildown_CPPFLAGS = $(SRD_TEST_CPPFLAGS)
 tests_functional_raildown_LDADD = $(SRD_TEST_LDADD)

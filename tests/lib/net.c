@@ -59,8 +59,16 @@ static struct {
   char line[LOG_LINES][LOG_LINE_MAX];
 } log_ring = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
+/* The device's opening line ("device 0: 1 NIC(s) x 2 lane(s) = 2 rail(s) ...
+ * completions polled by one thread per lane") and whether lanes were given
+ * up, kept apart from the ring so that a long test cannot push them out. */
+static char device_line[LOG_LINE_MAX];
+static int lanes_off;
+
 static void keep_line(const char *msg) {
   pthread_mutex_lock(&log_ring.lock);
+  if (strstr(msg, " lane(s) = ")) snprintf(device_line, sizeof device_line, "%s", msg);
+  if (strstr(msg, "progress threads off")) lanes_off = 1;
   snprintf(log_ring.line[log_ring.next % LOG_LINES], LOG_LINE_MAX, "%s", msg);
   log_ring.next++;
   pthread_mutex_unlock(&log_ring.lock);
@@ -147,7 +155,33 @@ const char *st_net_name(void) {
   }
 }
 
+int st_device_lanes(int *nics, int *threaded) {
+  int lanes = -1, n = -1;
+  pthread_mutex_lock(&log_ring.lock);
+  const char *p = strstr(device_line, "device ");
+  if (p && sscanf(p, "device %*d: %d NIC(s) x %d lane(s)", &n, &lanes) != 2) lanes = -1;
+  if (threaded) *threaded = !lanes_off && strstr(device_line, "one thread per lane") != NULL;
+  pthread_mutex_unlock(&log_ring.lock);
+  if (nics) *nics = n;
+  return lanes;
+}
+
+/* SRD_TEST_EXPECT_LANES=N (threads.sh): a device opened with fewer lanes or
+ * without its threads is a failure, not a quiet fallback. */
+static void check_expected_lanes(void) {
+  const char *want = getenv("SRD_TEST_EXPECT_LANES");
+  if (!want || !*want) return;
+  int threaded = 0, lanes = st_device_lanes(NULL, &threaded);
+  pthread_mutex_lock(&log_ring.lock);
+  int opened = device_line[0] != 0;
+  pthread_mutex_unlock(&log_ring.lock);
+  if (!opened) return; /* this process never opened a device */
+  ST_CHECK(lanes == atoi(want) && threaded, "SRD_TEST_EXPECT_LANES=%s but the device opened with %d lane(s), %s", want,
+           lanes, threaded ? "threaded" : "without progress threads");
+}
+
 ncclResult_t st_net_finalize(void) {
+  check_expected_lanes();
   if (version == 11) return table.v11->finalize(ctx);
   if (version == 12) return table.v12->finalize(ctx);
   return ncclSuccess;

@@ -109,6 +109,13 @@ struct st_traffic {
  * there is none. */
 struct st_traffic st_traffic_last(int is_send);
 
+/* Lanes per NIC of the device this process opened last, from the plugin's
+ * INFO line (-1 when none opened); *nics its NIC count, *threaded 1 when one
+ * thread polls each lane and they were not given up. With
+ * SRD_TEST_EXPECT_LANES=N set, st_net_finalize fails the process when a
+ * device opened with other than N threaded lanes. */
+int st_device_lanes(int *nics, int *threaded);
+
 /* ---------- bounded helpers over the plugin ---------- */
 
 /* Outcome of waiting on the plugin. */
