@@ -74,19 +74,6 @@ static void keep_line(const char *msg) {
   pthread_mutex_unlock(&log_ring.lock);
 }
 
-int st_log_find(const char *needle, char *out, size_t outlen) {
-  int found = 0;
-  pthread_mutex_lock(&log_ring.lock);
-  unsigned first = log_ring.next > LOG_LINES ? log_ring.next - LOG_LINES : 0;
-  for (unsigned i = log_ring.next; i-- > first && !found;)
-    if (strstr(log_ring.line[i % LOG_LINES], needle)) {
-      found = 1;
-      if (out && outlen) snprintf(out, outlen, "%s", log_ring.line[i % LOG_LINES]);
-    }
-  pthread_mutex_unlock(&log_ring.lock);
-  return found;
-}
-
 int st_log_count(const char *needle) {
   int n = 0;
   pthread_mutex_lock(&log_ring.lock);
@@ -97,11 +84,17 @@ int st_log_count(const char *needle) {
 }
 
 struct st_traffic st_traffic_last(int is_send) {
-  char line[LOG_LINE_MAX];
+  char line[LOG_LINE_MAX] = "";
   struct st_traffic t = {-1, -1, -1};
   const char *what = is_send ? "send comm " : "recv comm ";
-  ST_CHECK(st_log_find(what, line, sizeof line) && strstr(line, " closed: "),
-           "the plugin logged no traffic line for a closed %scomm", what);
+  pthread_mutex_lock(&log_ring.lock);
+  unsigned first = log_ring.next > LOG_LINES ? log_ring.next - LOG_LINES : 0;
+  for (unsigned i = log_ring.next; i-- > first && !line[0];) {
+    const char *l = log_ring.line[i % LOG_LINES];
+    if (strstr(l, what) && strstr(l, " closed: ")) snprintf(line, sizeof line, "%s", l);
+  }
+  pthread_mutex_unlock(&log_ring.lock);
+  ST_CHECK(line[0], "the plugin logged no traffic line for a closed %scomm", what);
   const char *p = strstr(line, " closed: ");
   ST_CHECK(sscanf(p, " closed: %lld eager message(s), %lld by RMA write in %lld write(s)", &t.eager, &t.rendezvous,
                   &t.writes) == 3,

@@ -91,10 +91,8 @@ ncclResult_t st_net_close_listen(void *listen_comm);
 
 /* Warnings the plugin logged through our logger since load. */
 int st_warn_count(void);
-/* The plugin's last 256 log lines (every level, whatever NCCL_DEBUG says):
- * the latest line containing needle into out (1), or 0 when none does; and
- * how many of them contain needle. */
-int st_log_find(const char *needle, char *out, size_t outlen);
+/* How many of the plugin's last 256 log lines (every level, whatever
+ * NCCL_DEBUG says) contain needle. */
 int st_log_count(const char *needle);
 
 /* What a comm carried, by path, from the INFO line the plugin logs when it
