@@ -148,7 +148,9 @@ static int mid_transfer(int rank, int nranks, void *arg) {
 }
 
 /* The sender sends one message and closes; the receiver's second receive
- * must fail within 10 s instead of waiting forever. */
+ * must fail within 10 s instead of waiting forever. The sender's process
+ * stays until then: only the close notice can tell the receiver, not a
+ * vanished peer. */
 static int peer_closed(int rank, int nranks, void *arg) {
   st_setup(arg, st_version(VERSION));
   void *comm = st_pair_comm(rank, 0, 1, SETUP_MS), *mh = NULL;
@@ -163,6 +165,7 @@ static int peer_closed(int rank, int nranks, void *arg) {
     ST_CHECK(w == ST_DONE, "send: %s (rc %d)", w == ST_TIMEOUT ? "not done" : "error", (int)rc);
     close_comm(rank, 0, comm, mh);
     signal_peer(0, 'x');
+    await_peer(0, 'y');
   } else {
     void *reqs[2], *data[2] = {buf, buf + MIB};
     size_t sizes[2] = {MIB, MIB};
@@ -187,6 +190,7 @@ static int peer_closed(int rank, int nranks, void *arg) {
     ST_CHECK(rc == ncclRemoteError, "a receive pending when the sender closed failed with rc %d, expected %d", (int)rc,
              (int)ncclRemoteError);
     st_note("pending receive failed %lld ms after the sender closed (rc %d)", (long long)(st_now_ms() - t0), (int)rc);
+    signal_peer(1, 'y');
     close_comm(rank, 0, comm, mh);
   }
   st_free(buf, 2 * MIB);
