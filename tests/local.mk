@@ -112,6 +112,7 @@ SRD_TOPO_XML = tests/topo/p5.xml tests/topo/p4d.xml tests/topo/single.xml tests/
 	tests/topo/shared-switch.xml tests/topo/no-gpu.xml tests/topo/mixed.xml
 EXTRA_DIST += $(SRD_TOPO_XML) tests/topo/make_topologies.py tests/topo/device-topo.sh \
 	tests/tuner/device-bench.sh tests/tuner/device-ab.sh tests/tuner/tuner_ab.c tests/tuner/example.conf
+EXTRA_DIST += tests/mutation/run.sh tests/mutation/mutate.py tests/mutation/mutations
 
 # ---------- unit tests (GoogleTest) ----------
 
