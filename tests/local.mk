@@ -1,15 +1,33 @@
-# Functional and ABI tests. They drive the built plugin exactly as NCCL does
-# (dlopen of .libs/libnccl-net-srd.so, one ncclNetPlugin_vN table), never by
-# linking it. tests/lib holds their shared plumbing: the version adapter,
-# forked process groups with an out-of-band channel, data patterns.
+# Every test of the project is registered here; tests/ mirrors src/:
+#   tests/proto, tests/wire, tests/sched, tests/mr, tests/util, tests/topo,
+#   tests/tools, tests/tuner
+#     GoogleTest unit tests of the module of the same name (linked against
+#     its convenience library, never the plugin);
+#   tests/functional, tests/abi, tests/netns
+#     the built plugin driven as NCCL drives it (dlopen of
+#     .libs/libnccl-net-srd.so, one ncclNetPlugin_vN table), by forked ranks;
+#   tests/lib
+#     their shared plumbing: the version adapter, forked process groups with
+#     an out-of-band channel, data patterns, the captured plugin log;
+#   tests/mutation
+#     the planted-bug check (run by hand, not by make check: see README).
 # Each functional program runs over tcp;ofi_rxm and shm (argument 1 or
 # SRD_TEST_PROVIDERS picks others, comma-separated; argument 2 one case).
+# Scripts exit 77 (skipped) where they cannot run (no root, no namespaces).
+
 noinst_LTLIBRARIES += tests/lib/libsrdtest.la
 tests_lib_libsrdtest_la_SOURCES = tests/lib/srdtest.h tests/lib/net.c tests/lib/group.c
 tests_lib_libsrdtest_la_LIBADD = -ldl
 
 SRD_TEST_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/lib
 SRD_TEST_LDADD = tests/lib/libsrdtest.la -lpthread
+
+# ---------- architecture: dependencies across src/ point down ----------
+
+TESTS += tests/arch/layers.sh
+EXTRA_DIST += tests/arch/layers.sh
+
+# ---------- functional and ABI ----------
 
 SRD_FUNCTIONAL_TESTS = \
 	tests/functional/connect \
@@ -20,7 +38,9 @@ SRD_FUNCTIONAL_TESTS = \
 	tests/functional/close \
 	tests/functional/peerkill \
 	tests/functional/allreduce \
-	tests/functional/badinput
+	tests/functional/badinput \
+	tests/functional/paths \
+	tests/functional/manycomms
 SRD_ABI_TESTS = tests/abi/dlopen
 
 check_PROGRAMS += $(SRD_FUNCTIONAL_TESTS) $(SRD_ABI_TESTS)
@@ -30,14 +50,9 @@ TESTS += $(SRD_ABI_TESTS) tests/abi/exports.sh $(SRD_FUNCTIONAL_TESTS) tests/fun
 	tests/functional/threads.sh
 EXTRA_DIST += tests/abi/exports.sh tests/functional/reorder.sh tests/functional/threads.sh tests/functional/lanes.lsan
 
-# Two namespaces joined by 4 veth rails (tests/netns/netns.sh); raildown runs only from raildown.sh.
-check_PROGRAMS += tests/functional/raildown
-TESTS += tests/netns/multirail.sh tests/netns/raildown.sh
-EXTRA_DIST += tests/netns/multirail.sh tests/netns/raildown.sh
-tests_functional_raildown_SOURCES = tests/functional/raildown.c
-tests_functional_raildown_CPPFLAGS = $(SRD_TEST_CPPFLAGS)
-tests_functional_raildown_LDADD = $(SRD_TEST_LDADD)
-
+tests_functional_manycomms_SOURCES = tests/functional/manycomms.c
+tests_functional_manycomms_CPPFLAGS = $(SRD_TEST_CPPFLAGS)
+tests_functional_manycomms_LDADD = $(SRD_TEST_LDADD)
 tests_functional_connect_SOURCES = tests/functional/connect.c
 tests_functional_connect_CPPFLAGS = $(SRD_TEST_CPPFLAGS)
 tests_functional_connect_LDADD = $(SRD_TEST_LDADD)
@@ -68,6 +83,102 @@ tests_functional_badinput_LDADD = $(SRD_TEST_LDADD)
 tests_functional_lanes_SOURCES = tests/functional/lanes.c
 tests_functional_lanes_CPPFLAGS = $(SRD_TEST_CPPFLAGS)
 tests_functional_lanes_LDADD = $(SRD_TEST_LDADD)
+tests_functional_paths_SOURCES = tests/functional/paths.c
+tests_functional_paths_CPPFLAGS = $(SRD_TEST_CPPFLAGS)
+tests_functional_paths_LDADD = $(SRD_TEST_LDADD)
 tests_abi_dlopen_SOURCES = tests/abi/dlopen.c
 tests_abi_dlopen_CPPFLAGS = $(SRD_TEST_CPPFLAGS)
 tests_abi_dlopen_LDADD = $(SRD_TEST_LDADD)
+
+# ---------- netns: two namespaces joined by 4 veth rails (tests/netns/netns.sh) ----------
+
+# raildown runs only from raildown.sh; list_nics prints what srd_topo_discover
+# finds inside a namespace.
+check_PROGRAMS += tests/functional/raildown tests/topo/list_nics
+TESTS += tests/netns/multirail.sh tests/netns/raildown.sh tests/netns/raildown-lanes.sh tests/netns/topo-netns.sh
+EXTRA_DIST += tests/netns/multirail.sh tests/netns/raildown.sh tests/netns/raildown-lanes.sh tests/netns/netns.sh \
+	tests/netns/topo-netns.sh
+tests_functional_raildown_SOURCES = tests/functional/raildown.c
+tests_functional_raildown_CPPFLAGS = $(SRD_TEST_CPPFLAGS)
+tests_functional_raildown_LDADD = $(SRD_TEST_LDADD)
+tests_topo_list_nics_SOURCES = tests/topo/list_nics.c
+tests_topo_list_nics_LDADD = libsrd_topo.la libsrd_util.la
+
+# ---------- tools: srd-perf and srd-info run briefly ----------
+
+# Their JSON is checked by a small validator so python3 is not required.
+check_PROGRAMS += tests/tools/json_validate
+tests_tools_json_validate_SOURCES = tests/tools/json_validate.cc
+SRD_TOOL_CHECKS = tests/tools/srd-info.sh tests/tools/srd-perf-raw.sh tests/tools/srd-perf-plugin.sh \
+	tests/tools/srd-perf-errors.sh
+TESTS += $(SRD_TOOL_CHECKS)
+EXTRA_DIST += $(SRD_TOOL_CHECKS) tests/tools/json_check.sh tests/tools/benchmarks.sh
+
+# ---------- not run by make check ----------
+
+# On a GPU machine with NCCL (README, Tests); topologies for the grouping tests
+# are written by make_topologies.py; the planted-bug check.
+SRD_TOPO_XML = tests/topo/p5.xml tests/topo/p4d.xml tests/topo/single.xml tests/topo/cross-numa.xml \
+	tests/topo/shared-switch.xml tests/topo/no-gpu.xml tests/topo/mixed.xml
+EXTRA_DIST += $(SRD_TOPO_XML) tests/topo/make_topologies.py tests/topo/device-topo.sh \
+	tests/tuner/device-bench.sh tests/tuner/device-ab.sh tests/tuner/tuner_ab.c tests/tuner/example.conf
+EXTRA_DIST += tests/mutation/run.sh tests/mutation/mutate.py tests/mutation/mutations
+
+# ---------- unit tests (GoogleTest) ----------
+
+if HAVE_GTEST
+SRD_UNIT_TESTS = \
+	tests/util/param_test \
+	tests/mr/mr_test \
+	tests/topo/group_test tests/topo/ifname_test \
+	tests/proto/proto_test tests/wire/wire_test tests/sched/sched_test \
+	tests/tools/perf_args_test tests/tools/perf_stats_test tests/tools/json_writer_test \
+	tests/tuner/model_test tests/tuner/rules_test tests/tuner/abi_test
+check_PROGRAMS += $(SRD_UNIT_TESTS)
+TESTS += $(SRD_UNIT_TESTS)
+
+# The data path's pure parts link the core library directly, not the plugin.
+SRD_UNIT_LDADD = libsrd_core.la libsrd_topo.la libsrd_util.la $(FABRIC_LIBS) $(HWLOC_LIBS) $(SRD_GTEST_LIBS)
+
+tests_util_param_test_SOURCES = tests/util/param_test.cc
+tests_util_param_test_LDADD = libsrd_util.la $(SRD_GTEST_LIBS)
+
+tests_mr_mr_test_SOURCES = tests/mr/mr_test.cc
+tests_mr_mr_test_LDADD = $(SRD_UNIT_LDADD)
+
+tests_topo_group_test_SOURCES = tests/topo/group_test.cc
+tests_topo_group_test_CPPFLAGS = $(AM_CPPFLAGS) -DTOPO_XML_DIR='"$(abs_top_srcdir)/tests/topo"'
+tests_topo_group_test_LDADD = libsrd_topo.la libsrd_util.la $(SRD_GTEST_LIBS)
+tests_topo_ifname_test_SOURCES = tests/topo/ifname_test.cc
+tests_topo_ifname_test_LDADD = libsrd_topo.la libsrd_util.la $(SRD_GTEST_LIBS)
+
+# The protocol's state machines against a fake rail (the srd_rail_ops seam).
+tests_proto_proto_test_SOURCES = tests/proto/proto_test.cc
+tests_proto_proto_test_LDADD = $(SRD_UNIT_LDADD)
+tests_wire_wire_test_SOURCES = tests/wire/wire_test.cc
+tests_wire_wire_test_LDADD = $(SRD_UNIT_LDADD)
+tests_sched_sched_test_SOURCES = tests/sched/sched_test.cc
+tests_sched_sched_test_LDADD = $(SRD_UNIT_LDADD)
+
+# The tools' pure parts (arguments, statistics, the JSON writer): exactly the
+# code the tools run.
+SRD_TOOL_TEST_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/src/tools
+tests_tools_perf_args_test_SOURCES = tests/tools/perf_args_test.cc
+tests_tools_perf_args_test_CPPFLAGS = $(SRD_TOOL_TEST_CPPFLAGS)
+tests_tools_perf_args_test_LDADD = libsrd_toolkit.la libsrd_util.la $(SRD_GTEST_LIBS)
+tests_tools_perf_stats_test_SOURCES = tests/tools/perf_stats_test.cc
+tests_tools_perf_stats_test_CPPFLAGS = $(SRD_TOOL_TEST_CPPFLAGS)
+tests_tools_perf_stats_test_LDADD = libsrd_toolkit.la $(SRD_GTEST_LIBS)
+tests_tools_json_writer_test_SOURCES = tests/tools/json_writer_test.cc
+tests_tools_json_writer_test_CPPFLAGS = $(SRD_TOOL_TEST_CPPFLAGS)
+tests_tools_json_writer_test_LDADD = libsrd_toolkit.la $(SRD_GTEST_LIBS)
+
+tests_tuner_model_test_SOURCES = tests/tuner/model_test.cc
+tests_tuner_model_test_LDADD = libsrd_tuner.la libsrd_topo.la libsrd_util.la $(SRD_GTEST_LIBS)
+tests_tuner_rules_test_SOURCES = tests/tuner/rules_test.cc
+tests_tuner_rules_test_CPPFLAGS = $(AM_CPPFLAGS) -DTUNER_EXAMPLE_CONF='"$(abs_top_srcdir)/tests/tuner/example.conf"'
+tests_tuner_rules_test_LDADD = libsrd_tuner.la libsrd_topo.la libsrd_util.la $(SRD_GTEST_LIBS)
+# Loads the built libraries (.libs/) with dlopen.
+tests_tuner_abi_test_SOURCES = tests/tuner/abi_test.cc
+tests_tuner_abi_test_LDADD = $(SRD_GTEST_LIBS) -ldl
+endif

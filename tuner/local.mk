@@ -12,19 +12,4 @@ libnccl_tuner_srd_la_LIBADD = libsrd_tuner.la libsrd_topo.la libsrd_util.la $(FA
 libnccl_tuner_srd_la_LDFLAGS = -module -avoid-version -shared -Wl,--exclude-libs,ALL -Wl,--no-undefined $(SAN_FLAGS)
 
 EXTRA_DIST += include/srd/tuner.h include/nccl/tuner.h include/nccl/tuner_common.h include/nccl/tuner_v2.h \
-	include/nccl/tuner_v3.h include/nccl/tuner_v4.h include/nccl/tuner_v5.h include/nccl/tuner_v6.h \
-	tests/tuner/device-bench.sh tests/tuner/device-ab.sh tests/tuner/tuner_ab.c \
-	tests/tuner/example.conf
-
-if HAVE_GTEST
-check_PROGRAMS += tests/tuner/model_test tests/tuner/rules_test tests/tuner/abi_test
-TESTS += tests/tuner/model_test tests/tuner/rules_test tests/tuner/abi_test
-tests_tuner_model_test_SOURCES = tests/tuner/model_test.cc
-tests_tuner_model_test_LDADD = libsrd_tuner.la libsrd_topo.la libsrd_util.la $(SRD_GTEST_LIBS)
-tests_tuner_rules_test_SOURCES = tests/tuner/rules_test.cc
-tests_tuner_rules_test_CPPFLAGS = $(AM_CPPFLAGS) -DTUNER_EXAMPLE_CONF='"$(abs_top_srcdir)/tests/tuner/example.conf"'
-tests_tuner_rules_test_LDADD = libsrd_tuner.la libsrd_topo.la libsrd_util.la $(SRD_GTEST_LIBS)
-# Loads the built libraries (.libs/) with dlopen.
-tests_tuner_abi_test_SOURCES = tests/tuner/abi_test.cc
-tests_tuner_abi_test_LDADD = $(SRD_GTEST_LIBS) -ldl
-endif
+	include/nccl/tuner_v3.h include/nccl/tuner_v4.h include/nccl/tuner_v5.h include/nccl/tuner_v6.h

@@ -134,6 +134,14 @@ struct srd_comm {
   uint64_t last_heard_ms, last_ping_ms;
   uint64_t last_wait_ms; /* last isend that found no clear-to-send */
   uint64_t probe_refused_since_ms;
+  /* Messages by path, logged at INFO when the comm closes: which path a
+   * message took is otherwise invisible (users tuning NCCL_SRD_EAGER_MAX,
+   * tests checking the eager boundary and striping). */
+  struct {
+    uint64_t eager;      /* inline messages sent or received */
+    uint64_t rendezvous; /* messages written into the peer's buffer after its clear-to-send */
+    uint64_t writes;     /* RMA writes (stripes) posted or received */
+  } traffic;
   struct srd_req *reqs[SRD_REQS_PER_COMM]; /* requests in use, by slot */
   uint32_t next_seq;    /* the next message's sequence */
   /* handshake */

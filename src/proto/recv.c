@@ -24,6 +24,7 @@ static void deliver_eager(struct srd_req *r, int32_t tag, uint32_t len, const vo
     } else {
       if (len) memcpy(e->buf, data, len);
       e->got = len;
+      c->traffic.eager++;
     }
     entry_complete(r, e);
     return;
@@ -78,7 +79,11 @@ void srd_proto_on_write(struct srd_comm *c, struct srd_imm imm, size_t len) {
   struct srd_recv_entry *e = &r->e[imm.entry];
   e->stripes_total = imm.nstripes;
   e->got += len;
-  if (++e->stripes_seen == e->stripes_total) entry_complete(r, e);
+  c->traffic.writes++;
+  if (++e->stripes_seen == e->stripes_total) {
+    c->traffic.rendezvous++;
+    entry_complete(r, e);
+  }
 }
 
 /* The sender closed after next_seq messages: receives beyond them can never

@@ -198,6 +198,7 @@ static int send_eager(struct srd_comm *c, const void *data, size_t size, int tag
   }
   srd_send_comm(c)->sent_tag[c->next_seq % SRD_SENT_TAGS] = tag;
   c->next_seq++;
+  c->traffic.eager++;
   *out = r;
   return SRD_OK;
 }
@@ -287,6 +288,8 @@ int srd_proto_isend(struct srd_comm *c, const void *data, size_t size, int tag, 
       srd_comm_fail(c, SRD_ERR_ARG, "message of %zu bytes needs more than %d writes", size, SRD_MAX_STRIPES);
       return c->result;
     }
+    c->traffic.rendezvous++;
+    c->traffic.writes += (uint64_t)r->nstripes;
     if (post_stripes(r) == SRD_AGAIN) srd_pending_add(r);
     *out = r;
   }

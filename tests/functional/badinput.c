@@ -1,9 +1,11 @@
 /* Bad input gets an error return and a warning, never a crash or a hang:
- * garbage, truncated and foreign 128-byte handles; a handle whose listener
- * was closed or whose process exited (an error within the plugin's
- * NCCL_SRD_CONNECT_TIMEOUT_MS plus a margin); NULL comms,
- * device indexes out of range, receive counts out of range, and sizes
- * beyond a buffer's registration. */
+ * garbage, truncated and foreign 128-byte handles (ncclInvalidArgument at
+ * once); a well-formed handle with a wrong cookie, and a handle whose
+ * listener was closed or whose process exited (ncclRemoteError within the
+ * plugin's NCCL_SRD_CONNECT_TIMEOUT_MS plus a margin; the listener drops the
+ * wrong cookie's hello); NULL comms, device indexes out of range, receive
+ * counts out of range, and sizes beyond a buffer's registration
+ * (ncclInvalidArgument). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -36,8 +38,14 @@ static void setup(void *arg) {
   ST_NCCL(st_net_close_listen(lcomm));
 }
 
-/* A connect with this handle must fail within BOUND_MS and log a warning. */
-static void expect_connect_error(const char *what, void *handle) {
+#define CODE(rc) (1u << (rc))
+/* Where the listen handle keeps the listener's cookie (include/srd/wire.h). */
+#define COOKIE_OFFSET 16
+#define COOKIE_SIZE 8
+
+/* A connect with this handle must fail within BOUND_MS with one of the codes
+ * in `codes` (a CODE() mask) and log a warning. */
+static void expect_connect_error(const char *what, void *handle, unsigned codes) {
   int warn0 = st_warn_count();
   int64_t t0 = st_now_ms();
   void *comm = NULL;
@@ -47,25 +55,33 @@ static void expect_connect_error(const char *what, void *handle) {
   ST_CHECK(w != ST_DONE, "connect with %s handle gave a comm", what);
   ST_CHECK(w != ST_TIMEOUT, "connect with %s handle: no error within %d ms", what, BOUND_MS);
   ST_CHECK(st_warn_count() > warn0, "connect with %s handle failed (rc %d) without logging a warning", what, (int)rc);
+  ST_CHECK(codes & CODE(rc), "connect with %s handle failed with rc %d, not the expected code", what, (int)rc);
   st_note("connect with %s handle: error %d after %lld ms", what, (int)rc, (long long)ms);
 }
 
 static void handle_variants(const char *real) {
   char h[HSIZE];
+  const unsigned invalid = CODE(ncclInvalidArgument);
   memset(h, 0, HSIZE);
-  expect_connect_error("an all-zero", h);
+  expect_connect_error("an all-zero", h, invalid);
   memset(h, 0xff, HSIZE);
-  expect_connect_error("an all-ones", h);
+  expect_connect_error("an all-ones", h, invalid);
   st_pattern_fill(h, HSIZE, 0xbad);
-  expect_connect_error("a random", h);
+  expect_connect_error("a random", h, invalid);
   for (int i = 0; i < HSIZE; i++) h[i] = (char)(real[i] ^ 0x5a);
-  expect_connect_error("a scrambled", h);
+  expect_connect_error("a scrambled", h, invalid);
   memset(h, 0, HSIZE);
   memcpy(h, real, 4);
-  expect_connect_error("a truncated (4 bytes kept)", h);
+  expect_connect_error("a truncated (4 bytes kept)", h, invalid);
+  /* The address is zeros: tcp refuses it at once, shm finds no one there. */
   memset(h, 0, HSIZE);
   memcpy(h, real, 24);
-  expect_connect_error("a truncated (24 bytes kept)", h);
+  expect_connect_error("a truncated (24 bytes kept)", h, CODE(ncclInvalidUsage) | CODE(ncclRemoteError));
+  /* Everything right but the cookie: only the listener can tell, and it must
+   * not answer. */
+  memcpy(h, real, HSIZE);
+  for (int i = COOKIE_OFFSET; i < COOKIE_OFFSET + COOKIE_SIZE; i++) h[i] = (char)~h[i];
+  expect_connect_error("a wrong-cookie", h, CODE(ncclRemoteError));
   /* What another transport would put there: a socket address, then a magic. */
   memset(h, 0, HSIZE);
   struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(42424)};
@@ -73,7 +89,7 @@ static void handle_variants(const char *real) {
   uint64_t magic = 0x0123456789abcdefull;
   memcpy(h, &sin, sizeof sin);
   memcpy(h + sizeof sin, &magic, sizeof magic);
-  expect_connect_error("a foreign (socket address)", h);
+  expect_connect_error("a foreign (socket address)", h, invalid);
 }
 
 /* Rank 0 listens and keeps accepting (no comm may appear) while rank 1 tries
@@ -94,6 +110,8 @@ static int bad_handles(int rank, int nranks, void *arg) {
     }
     char g = 0;
     st_oob_recv(1, &g, 1, SETUP_MS);
+    ST_CHECK(st_log_count("with a wrong cookie dropped") == 1, "the listener logged %d wrong-cookie hello(s), expected 1",
+             st_log_count("with a wrong cookie dropped"));
     ncclResult_t rc = ncclSuccess;
     enum st_wait w = st_accept_wait(lcomm, &comm, SETUP_MS, &rc);
     ST_CHECK(w == ST_DONE, "accept after the bad handles: %s (rc %d)", w == ST_TIMEOUT ? "no comm" : "error", (int)rc);
@@ -162,18 +180,24 @@ static int gone_listeners(int rank, int nranks, void *arg) {
   }
   ST_CHECK(st_warn_count() >= warn0 + 2, "the failed connects logged %d warnings, expected one each",
            st_warn_count() - warn0);
-  for (int i = 0; i < 2; i++)
+  for (int i = 0; i < 2; i++) {
     st_note("connect with %s handle: error %d after %lld ms", what[i], (int)rcs[i], (long long)took[i]);
+    ST_CHECK(rcs[i] == ncclRemoteError, "connect with %s handle: rc %d, expected %d (ncclRemoteError)", what[i],
+             (int)rcs[i], (int)ncclRemoteError);
+  }
   char d = 'd';
   st_oob_send(0, &d, 1);
   ST_NCCL(st_net_finalize());
   return 0;
 }
 
-/* A request that must fail: immediately, or from test() within RESOLVE_MS. */
+/* A request that must fail with ncclInvalidArgument: immediately, or from
+ * test() within RESOLVE_MS. */
 static void expect_request_error(const char *what, ncclResult_t posted, void *req) {
   if (posted != ncclSuccess) {
     st_note("%s: error %d at once", what, (int)posted);
+    ST_CHECK(posted == ncclInvalidArgument, "%s: rc %d, expected %d (ncclInvalidArgument)", what, (int)posted,
+             (int)ncclInvalidArgument);
     return;
   }
   ST_CHECK(req, "%s: no request and no error", what);
@@ -183,23 +207,35 @@ static void expect_request_error(const char *what, ncclResult_t posted, void *re
   ST_CHECK(w != ST_DONE, "%s: completed (%d bytes)", what, got);
   ST_CHECK(w != ST_TIMEOUT, "%s: neither an error nor a completion in %d ms", what, RESOLVE_MS);
   st_note("%s: error %d from test()", what, (int)rc);
+  ST_CHECK(rc == ncclInvalidArgument, "%s: rc %d, expected %d (ncclInvalidArgument)", what, (int)rc,
+           (int)ncclInvalidArgument);
 }
+
+/* A call that must return ncclInvalidArgument. */
+#define EXPECT_INVALID(call, ...)                                                                     \
+  do {                                                                                                \
+    ncclResult_t rc_ = (call);                                                                        \
+    if (rc_ != ncclInvalidArgument) {                                                                 \
+      st_note(__VA_ARGS__);                                                                           \
+      st_fail(__FILE__, __LINE__, "%s returned %d, expected %d (ncclInvalidArgument)", #call, (int)rc_, \
+              (int)ncclInvalidArgument);                                                              \
+    }                                                                                                 \
+  } while (0)
 
 static void null_and_range_args(void) {
   char buf[64];
   void *req = NULL, *data = buf, *mh = NULL, *comm = NULL;
   size_t size = sizeof buf;
   int tag = 0, ndev = 0;
-  ST_CHECK(st_net_isend(NULL, buf, size, 0, NULL, &req) != ncclSuccess, "isend on a NULL comm succeeded");
-  ST_CHECK(st_net_irecv(NULL, 1, &data, &size, &tag, &mh, &req) != ncclSuccess, "irecv on a NULL comm succeeded");
+  EXPECT_INVALID(st_net_isend(NULL, buf, size, 0, NULL, &req), "isend on a NULL comm");
+  EXPECT_INVALID(st_net_irecv(NULL, 1, &data, &size, &tag, &mh, &req), "irecv on a NULL comm");
   ST_NCCL(st_net_devices(&ndev));
   struct st_props props;
-  ST_CHECK(st_net_get_properties(ndev, &props) != ncclSuccess, "getProperties of device %d (of %d) succeeded", ndev,
-           ndev);
-  ST_CHECK(st_net_get_properties(-1, &props) != ncclSuccess, "getProperties of device -1 succeeded");
+  EXPECT_INVALID(st_net_get_properties(ndev, &props), "getProperties of device %d (of %d)", ndev, ndev);
+  EXPECT_INVALID(st_net_get_properties(-1, &props), "getProperties of device -1");
   char handle[HSIZE] = {0};
-  ST_CHECK(st_net_listen(ndev, handle, &comm) != ncclSuccess, "listen on device %d (of %d) succeeded", ndev, ndev);
-  ST_CHECK(st_net_connect(-1, handle, &comm) != ncclSuccess, "connect on device -1 succeeded");
+  EXPECT_INVALID(st_net_listen(ndev, handle, &comm), "listen on device %d (of %d)", ndev, ndev);
+  EXPECT_INVALID(st_net_connect(-1, handle, &comm), "connect on device -1");
 }
 
 #define REGISTERED 4096
@@ -251,9 +287,9 @@ static int bad_args(int rank, int nranks, void *arg) {
     void *mhs[64];
     for (int i = 0; i < n && i < 64; i++) datas[i] = buf, sizes[i] = 1, tags[i] = i, mhs[i] = mh_b;
     ST_CHECK(n <= 64, "maxRecvs %d is beyond this test", props.max_recvs);
-    ST_CHECK(st_net_irecv(b, n, datas, sizes, tags, mhs, &req) != ncclSuccess, "irecv of %d buffers (maxRecvs %d) succeeded",
-             n, props.max_recvs);
-    ST_CHECK(st_net_irecv(b, 0, datas, sizes, tags, mhs, &req) != ncclSuccess, "irecv of 0 buffers succeeded");
+    EXPECT_INVALID(st_net_irecv(b, n, datas, sizes, tags, mhs, &req), "irecv of %d buffers (maxRecvs %d)", n,
+                   props.max_recvs);
+    EXPECT_INVALID(st_net_irecv(b, 0, datas, sizes, tags, mhs, &req), "irecv of 0 buffers");
     req = NULL;
     ncclResult_t rc = st_net_irecv(b, 1, &data, &size, &tag, &mh_b, &req);
     for (int64_t end = st_now_ms() + RESOLVE_MS; rc == ncclSuccess && !req && st_now_ms() < end;)

@@ -1,7 +1,7 @@
 /* Progress lanes (NCCL_SRD_PROGRESS_THREADS): every process here picks its
  * own lane count, whatever the environment says.
- *   lanes-running: with 2 lanes per NIC the plugin runs one named thread per
- *     lane ("srd-d0-rN"), moves patterned messages both ways (eager, one
+ *   lanes-running: with 2 lanes per NIC the plugin runs exactly one named
+ *     thread per lane ("srd-d0-rN", 2 per NIC; a fallback to no lanes fails), moves patterned messages both ways (eager, one
  *     stripe, striped over the lanes), and an idle process's lanes back off:
  *     together they use under a tenth of a core over a quiet second.
  *   lanes-mixed: one side without threads (1 rail per NIC), the other with 3
@@ -80,8 +80,12 @@ static int running(int rank, int nranks, void *arg) {
   one_way(rank, 0, 1, 100);
   one_way(rank, 1, 0, 200);
   struct lane_usage before = lane_usage();
-  ST_CHECK(before.threads >= 2 && before.threads % 2 == 0,
-           "%d lane threads named " LANE_PREFIX "* with 2 lanes per NIC (expected 2 per NIC)", before.threads);
+  int nics = 0, threaded = 0, lanes = st_device_lanes(&nics, &threaded);
+  ST_CHECK(lanes == 2 && threaded, "NCCL_SRD_PROGRESS_THREADS=2 but the device opened with %d lane(s) per NIC, %s",
+           lanes, threaded ? "threaded" : "without progress threads");
+  ST_CHECK(nics >= 1 && before.threads == 2 * nics,
+           "%d lane threads named " LANE_PREFIX "* with 2 lanes per NIC and %d NIC(s) (expected %d)", before.threads,
+           nics, 2 * nics);
   st_sleep_ms(QUIET_MS);
   struct lane_usage after = lane_usage();
   long hz = sysconf(_SC_CLK_TCK), used_ms = (after.ticks - before.ticks) * 1000 / (hz > 0 ? hz : 100);
@@ -99,6 +103,11 @@ static int mixed(int rank, int nranks, void *arg) {
   st_setup(arg, st_version(VERSION));
   one_way(rank, 0, 1, 300);
   one_way(rank, 1, 0, 400);
+  int nics = 0, threaded = 0, lanes = st_device_lanes(&nics, &threaded);
+  struct lane_usage u = lane_usage();
+  ST_CHECK(lanes == (rank == 0 ? 1 : 3) && threaded == (rank == 1) && u.threads == (rank == 0 ? 0 : 3 * nics),
+           "NCCL_SRD_PROGRESS_THREADS=%d: %d lane(s) per NIC, %d NIC(s), %s, %d lane threads", rank == 0 ? 0 : 3,
+           lanes, nics, threaded ? "threaded" : "not threaded", u.threads);
   st_barrier(SETUP_MS);
   ST_NCCL(st_net_finalize());
   return 0;

@@ -2,8 +2,11 @@
  * received once into a buffer of exactly its size and, all but the largest,
  * once more into a buffer larger than 64 MiB (test() must report the size
  * sent); nothing past the sent bytes may be written. ABI v11, and v8 (int
- * sizes) up to 16 MiB. Run with NCCL_SRD_TEST_REORDER=1 too (reorder.sh). */
+ * sizes) up to 16 MiB. sizes-striped: v11 again with 1 rail of 4 endpoints
+ * and stripes from 16 KiB of 4 KiB, so that every message of 16 KiB or more
+ * is split into 4 writes. Run with NCCL_SRD_TEST_REORDER=1 too (reorder.sh). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "srdtest.h"
@@ -23,6 +26,7 @@ struct run {
   const struct st_ctx *ctx;
   int version;
   size_t nsizes; /* how many of sizes[] this run sends */
+  int striped;
 };
 
 /* Transfer i: sizes[i] into an exact receive for i < n, then sizes[i - n]
@@ -84,6 +88,10 @@ static void receiver(void *comm, size_t n) {
 
 static int rank_main(int rank, int nranks, void *arg) {
   const struct run *run = arg;
+  if (run->striped)
+    ST_CHECK(setenv("NCCL_SRD_RAILS", "1", 1) == 0 && setenv("NCCL_SRD_EPS_PER_RAIL", "4", 1) == 0 &&
+                 setenv("NCCL_SRD_STRIPE_THRESHOLD", "16K", 1) == 0 && setenv("NCCL_SRD_MIN_STRIPE", "4K", 1) == 0,
+             "setenv failed");
   st_setup(run->ctx, run->version);
   void *comm = st_pair_comm(rank, 0, 1, TIMEOUT_MS);
   if (rank == 0) {
@@ -97,18 +105,19 @@ static int rank_main(int rank, int nranks, void *arg) {
   return 0;
 }
 
-static int run_version(const struct st_ctx *ctx, int version, size_t nsizes) {
-  struct run run = {ctx, st_version(version), nsizes};
+static int run_version(const struct st_ctx *ctx, int version, size_t nsizes, int striped) {
+  struct run run = {ctx, st_version(version), nsizes, striped};
   char label[96];
   snprintf(label, sizeof label, "%s[%s] v%d", ctx->test, ctx->provider, run.version);
   struct st_group_opts opts = {.timeout_s = 120};
   return st_group_run(label, 2, rank_main, &run, &opts);
 }
 
-static int sizes_v11(const struct st_ctx *ctx) { return run_version(ctx, 11, NSIZES); }
-static int sizes_v8(const struct st_ctx *ctx) { return run_version(ctx, 8, NSIZES - 1); }
+static int sizes_v11(const struct st_ctx *ctx) { return run_version(ctx, 11, NSIZES, 0); }
+static int sizes_v8(const struct st_ctx *ctx) { return run_version(ctx, 8, NSIZES - 1, 0); }
+static int sizes_striped(const struct st_ctx *ctx) { return run_version(ctx, 11, NSIZES, 1); }
 
 int main(int argc, char **argv) {
-  static const struct st_case cases[] = {{"sizes", sizes_v11}, {"sizes-v8", sizes_v8}};
-  return st_main(argc, argv, cases, 2);
+  static const struct st_case cases[] = {{"sizes", sizes_v11}, {"sizes-v8", sizes_v8}, {"sizes-striped", sizes_striped}};
+  return st_main(argc, argv, cases, 3);
 }

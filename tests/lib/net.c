@@ -49,14 +49,68 @@ void *st_plugin_table(int v) {
   return t;
 }
 
+/* The plugin's latest log lines (every level), for tests that check what it
+ * reported; lane threads log too, hence the lock. */
+#define LOG_LINES 256
+#define LOG_LINE_MAX 1024
+static struct {
+  pthread_mutex_t lock;
+  unsigned next; /* lines logged so far; line i is in slot i % LOG_LINES */
+  char line[LOG_LINES][LOG_LINE_MAX];
+} log_ring = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* The device's opening line ("device 0: 1 NIC(s) x 2 lane(s) = 2 rail(s) ...
+ * completions polled by one thread per lane") and whether lanes were given
+ * up, kept apart from the ring so that a long test cannot push them out. */
+static char device_line[LOG_LINE_MAX];
+static int lanes_off;
+
+static void keep_line(const char *msg) {
+  pthread_mutex_lock(&log_ring.lock);
+  if (strstr(msg, " lane(s) = ")) snprintf(device_line, sizeof device_line, "%s", msg);
+  if (strstr(msg, "progress threads off")) lanes_off = 1;
+  snprintf(log_ring.line[log_ring.next % LOG_LINES], LOG_LINE_MAX, "%s", msg);
+  log_ring.next++;
+  pthread_mutex_unlock(&log_ring.lock);
+}
+
+int st_log_count(const char *needle) {
+  int n = 0;
+  pthread_mutex_lock(&log_ring.lock);
+  unsigned first = log_ring.next > LOG_LINES ? log_ring.next - LOG_LINES : 0;
+  for (unsigned i = first; i < log_ring.next; i++) n += strstr(log_ring.line[i % LOG_LINES], needle) != NULL;
+  pthread_mutex_unlock(&log_ring.lock);
+  return n;
+}
+
+struct st_traffic st_traffic_last(int is_send) {
+  char line[LOG_LINE_MAX] = "";
+  struct st_traffic t = {-1, -1, -1};
+  const char *what = is_send ? "send comm " : "recv comm ";
+  pthread_mutex_lock(&log_ring.lock);
+  unsigned first = log_ring.next > LOG_LINES ? log_ring.next - LOG_LINES : 0;
+  for (unsigned i = log_ring.next; i-- > first && !line[0];) {
+    const char *l = log_ring.line[i % LOG_LINES];
+    if (strstr(l, what) && strstr(l, " closed: ")) snprintf(line, sizeof line, "%s", l);
+  }
+  pthread_mutex_unlock(&log_ring.lock);
+  ST_CHECK(line[0], "the plugin logged no traffic line for a closed %scomm", what);
+  const char *p = strstr(line, " closed: ");
+  ST_CHECK(sscanf(p, " closed: %lld eager message(s), %lld by RMA write in %lld write(s)", &t.eager, &t.rendezvous,
+                  &t.writes) == 3,
+           "unexpected traffic line: %s", line);
+  return t;
+}
+
 static void logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt, ...) {
   if (level == NCCL_LOG_WARN) atomic_fetch_add(&warnings, 1);
-  if (level != NCCL_LOG_WARN && !getenv("SRD_TEST_VERBOSE")) return;
-  char msg[1024];
+  char msg[LOG_LINE_MAX];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
+  keep_line(msg);
+  if (level != NCCL_LOG_WARN && !getenv("SRD_TEST_VERBOSE")) return;
   static const char *names[] = {"NONE", "VERSION", "WARN", "INFO", "ABORT", "TRACE"};
   const char *lvl = (unsigned)level < sizeof names / sizeof names[0] ? names[level] : "?";
   fprintf(stderr, "[%s] %s %s:%d %s\n", st_label(), lvl, file ? file : "?", line, msg);
@@ -94,7 +148,33 @@ const char *st_net_name(void) {
   }
 }
 
+int st_device_lanes(int *nics, int *threaded) {
+  int lanes = -1, n = -1;
+  pthread_mutex_lock(&log_ring.lock);
+  const char *p = strstr(device_line, "device ");
+  if (p && sscanf(p, "device %*d: %d NIC(s) x %d lane(s)", &n, &lanes) != 2) lanes = -1;
+  if (threaded) *threaded = !lanes_off && strstr(device_line, "one thread per lane") != NULL;
+  pthread_mutex_unlock(&log_ring.lock);
+  if (nics) *nics = n;
+  return lanes;
+}
+
+/* SRD_TEST_EXPECT_LANES=N (threads.sh): a device opened with fewer lanes or
+ * without its threads is a failure, not a quiet fallback. */
+static void check_expected_lanes(void) {
+  const char *want = getenv("SRD_TEST_EXPECT_LANES");
+  if (!want || !*want) return;
+  int threaded = 0, lanes = st_device_lanes(NULL, &threaded);
+  pthread_mutex_lock(&log_ring.lock);
+  int opened = device_line[0] != 0;
+  pthread_mutex_unlock(&log_ring.lock);
+  if (!opened) return; /* this process never opened a device */
+  ST_CHECK(lanes == atoi(want) && threaded, "SRD_TEST_EXPECT_LANES=%s but the device opened with %d lane(s), %s", want,
+           lanes, threaded ? "threaded" : "without progress threads");
+}
+
 ncclResult_t st_net_finalize(void) {
+  check_expected_lanes();
   if (version == 11) return table.v11->finalize(ctx);
   if (version == 12) return table.v12->finalize(ctx);
   return ncclSuccess;

@@ -91,6 +91,28 @@ ncclResult_t st_net_close_listen(void *listen_comm);
 
 /* Warnings the plugin logged through our logger since load. */
 int st_warn_count(void);
+/* How many of the plugin's last 256 log lines (every level, whatever
+ * NCCL_DEBUG says) contain needle. */
+int st_log_count(const char *needle);
+
+/* What a comm carried, by path, from the INFO line the plugin logs when it
+ * closes a comm ("send comm 0x1 closed: 2 eager message(s), 1 by RMA write in
+ * 4 write(s)"). Call right after closing it. */
+struct st_traffic {
+  long long eager;      /* inline messages */
+  long long rendezvous; /* messages written after the receiver's clear-to-send */
+  long long writes;     /* RMA writes (stripes) */
+};
+/* The latest closed send (is_send 1) or recv comm's; fails the process when
+ * there is none. */
+struct st_traffic st_traffic_last(int is_send);
+
+/* Lanes per NIC of the device this process opened last, from the plugin's
+ * INFO line (-1 when none opened); *nics its NIC count, *threaded 1 when one
+ * thread polls each lane and they were not given up. With
+ * SRD_TEST_EXPECT_LANES=N set, st_net_finalize fails the process when a
+ * device opened with other than N threaded lanes. */
+int st_device_lanes(int *nics, int *threaded);
 
 /* ---------- bounded helpers over the plugin ---------- */
 

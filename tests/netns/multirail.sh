@@ -4,7 +4,9 @@
 # (tests/netns/netns.sh), over tcp;ofi_rxm. Messages from 256 KiB up
 # (NCCL_SRD_STRIPE_THRESHOLD) are striped over every rail. Then the same with
 # 1 rail on side a against 4 on side b (NCCL_SRD_IFNAME names va0 and vb0..vb3;
-# each side sees only its own). raildown.sh cuts a rail mid-transfer.
+# each side sees only its own): then va0 must carry all of it and va1..va3
+# nothing. Interface byte counts are the evidence in both. raildown.sh cuts a
+# rail mid-transfer.
 # Skips (77) where namespaces cannot be made.
 set -u
 
@@ -51,6 +53,24 @@ check_striped() {
   done
 }
 
+# Since the counts in $before: va0 carried at least $1 MiB, the others under 1.
+check_one_rail() {
+  k=0
+  for was in $before; do
+    moved=$(( ($(traffic va$k) - was) >> 20 ))
+    if [ $k -eq 0 ] && [ "$moved" -lt "$1" ]; then
+      echo "FAIL: va0 carried $moved MiB, less than $1: where did side a's traffic go?"
+      fails=$((fails + 1))
+    elif [ $k -gt 0 ] && [ "$moved" -ge 1 ]; then
+      echo "FAIL: va$k carried $moved MiB although NCCL_SRD_IFNAME leaves side a only va0"
+      fails=$((fails + 1))
+    else
+      echo "ok: va$k carried $moved MiB"
+    fi
+    k=$((k + 1))
+  done
+}
+
 echo "### 4 rails against 4 rails"
 before="$(traffic va0) $(traffic va1) $(traffic va2) $(traffic va3)"
 run "$dir/sizes" 'tcp;ofi_rxm'
@@ -59,7 +79,10 @@ check_striped 12
 run "$dir/groups" 'tcp;ofi_rxm'
 
 echo "### 1 rail (va0) against 4 rails (vb0..vb3)"
+before="$(traffic va0) $(traffic va1) $(traffic va2) $(traffic va3)"
 NCCL_SRD_IFNAME=va0,vb0,vb1,vb2,vb3 run "$dir/sizes" 'tcp;ofi_rxm'
+# sizes moves over 64 MiB in its largest message alone.
+check_one_rail 64
 NCCL_SRD_IFNAME=va0,vb0,vb1,vb2,vb3 run "$dir/groups" 'tcp;ofi_rxm'
 
 [ "$fails" -eq 0 ] || { echo "multirail: $fails run(s) failed"; exit 1; }

@@ -8,8 +8,11 @@
 #
 # Writes to $OUT (or ./device-topo-out): topology.xml (lstopo, I/O included),
 # lstopo.txt, fi_info.txt, list_nics.txt (NCCL_DEBUG=INFO, live machine) and
-# list_nics-xml.txt (the same NICs grouped from topology.xml, which must agree).
+# list_nics-xml.txt (the same NICs grouped from topology.xml, which must agree:
+# every line but the one naming the topology's source; a difference is printed
+# and the exit status is 1).
 set -u
+status=0
 out=${OUT:-./device-topo-out}
 mkdir -p "$out"
 
@@ -36,8 +39,17 @@ if [ -n "$list_nics" ]; then
   if [ -s "$out/topology.xml" ]; then
     NCCL_DEBUG=INFO NCCL_SRD_TOPO_FILE="$out/topology.xml" timeout 120 "$list_nics" >"$out/list_nics-xml.txt" 2>&1
     echo "exit $?" >>"$out/list_nics-xml.txt"
+    for f in list_nics list_nics-xml; do grep -v 'topology: grouping .* with ' "$out/$f.txt" >"$out/$f.cmp"; done
+    if diff -u "$out/list_nics.cmp" "$out/list_nics-xml.cmp" >"$out/agree.diff"; then
+      echo "the live machine and topology.xml group the NICs alike"
+    else
+      echo "FAIL: the live machine and topology.xml group the NICs differently:"
+      cat "$out/agree.diff"
+      status=1
+    fi
   fi
 else
   echo "list_nics not found: pass its path" >"$out/list_nics.txt"
 fi
 ls -l "$out"
+exit $status

@@ -149,7 +149,11 @@ void check_v3_style(ncclResult_t (*coll_info)(void *, ncclFunc_t, size_t, int, f
   EXPECT_EQ(coll_info(ctx, (ncclFunc_t)1000, 64, 1, table.arg(), NCCL_NUM_ALGORITHMS, NCCL_NUM_PROTOCOLS, 0,
                       &channels),
             ncclSuccess);
+  EXPECT_EQ(memcmp(table.t, before.t, sizeof(table.t)), 0) << "an unknown collective changed the cost table";
+  EXPECT_EQ(channels, 0) << "an unknown collective set a channel count";
+  // No table: nothing to write into, and still no channel count.
   EXPECT_EQ(coll_info(ctx, ncclFuncAllReduce, 64, 1, nullptr, 0, 0, 0, &channels), ncclSuccess);
+  EXPECT_EQ(channels, 0) << "a call without a cost table set a channel count";
 }
 
 ncclResult_t (*v3_as_v4_target)(void *, ncclFunc_t, size_t, int, float **, int, int, int *);

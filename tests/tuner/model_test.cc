@@ -505,7 +505,21 @@ TEST(TunerModel, ChunkFromRules) {
   EXPECT_EQ(chunk, 128 * KiB) << "another algorithm: NCCL's chunk";
   srd_tuner_chunk(t, SRD_COLL_ALLREDUCE, 1 * MiB, SRD_ALGO_RING, SRD_PROTO_SIMPLE, &chunk);
   EXPECT_EQ(chunk, 512 * KiB);
+  chunk = 128 * KiB;
   srd_tuner_chunk(t, 99, 1 * MiB, SRD_ALGO_RING, SRD_PROTO_SIMPLE, &chunk);
+  EXPECT_EQ(chunk, 128 * KiB) << "a collective the rules do not name: NCCL's chunk";
+  srd_tuner_destroy(t);
+  srd_rules_free(&r);
+  // A rule for every collective still names only the ones we know.
+  r = parse("coll=* algo=ring proto=simple chunk=512K\n");
+  t = srd_tuner_create_with(8, 8, 0, &topo("tcp").net, &r, 0);
+  srd_tuner_chunk(t, SRD_COLL_ALLREDUCE, 1 * MiB, SRD_ALGO_RING, SRD_PROTO_SIMPLE, &chunk);
+  EXPECT_EQ(chunk, 512 * KiB);
+  chunk = 128 * KiB;
+  srd_tuner_chunk(t, 99, 1 * MiB, SRD_ALGO_RING, SRD_PROTO_SIMPLE, &chunk);
+  EXPECT_EQ(chunk, 128 * KiB) << "an unknown collective (99): NCCL's chunk";
+  srd_tuner_chunk(t, -1, 1 * MiB, SRD_ALGO_RING, SRD_PROTO_SIMPLE, &chunk);
+  EXPECT_EQ(chunk, 128 * KiB) << "an unknown collective (-1): NCCL's chunk";
   srd_tuner_destroy(t);
   srd_rules_free(&r);
 }

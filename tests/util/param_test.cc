@@ -129,6 +129,12 @@ TEST_F(Params, OutOfRangeFallsBackToDefault) {
 }
 
 TEST_F(Params, GarbageFallsBackToDefault) {
+  // The defaults here are not what a parser that gave up would return (0).
+  ASSERT_NE(0, srd_param_info(SRD_PARAM_EPS_PER_RAIL)->def);
+  set("NCCL_SRD_EPS_PER_RAIL", "4");
+  EXPECT_EQ(4, srd_param_int(SRD_PARAM_EPS_PER_RAIL));
+  set("NCCL_SRD_EPS_PER_RAIL", "four");
+  EXPECT_EQ(srd_param_info(SRD_PARAM_EPS_PER_RAIL)->def, srd_param_int(SRD_PARAM_EPS_PER_RAIL));
   set("NCCL_SRD_RAILS", "four");
   EXPECT_EQ(0, srd_param_int(SRD_PARAM_RAILS));
   set("NCCL_SRD_CONNECT_TIMEOUT_MS", "10s");
@@ -136,6 +142,9 @@ TEST_F(Params, GarbageFallsBackToDefault) {
 }
 
 TEST_F(Params, EmptyValueIsUnset) {
+  ASSERT_NE(0, srd_param_info(SRD_PARAM_KEEPALIVE_MS)->def);
+  set("NCCL_SRD_KEEPALIVE_MS", "");
+  EXPECT_EQ(srd_param_info(SRD_PARAM_KEEPALIVE_MS)->def, srd_param_int(SRD_PARAM_KEEPALIVE_MS));
   set("NCCL_SRD_RAILS", "");
   EXPECT_EQ(0, srd_param_int(SRD_PARAM_RAILS));
   set("NCCL_SRD_IFNAME", "");

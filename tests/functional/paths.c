@@ -1,0 +1,86 @@
+/* Which path each message takes, read from the traffic line the plugin logs
+ * at INFO when it closes a comm (eager messages, messages written after the
+ * receiver's clear-to-send, RMA writes), on both sides; every message is also
+ * checked byte for byte.
+ *   eager-default: NCCL_SRD_EAGER_MAX unset (8192): 0, 1 and 8192 bytes go
+ *     eagerly, 8193 and 64 KiB after the clear-to-send, one write each.
+ *   eager-changed: NCCL_SRD_EAGER_MAX=1000: 1000 bytes eagerly, 1001 not.
+ *   striped: 1 rail, 4 endpoints (NCCL_SRD_EPS_PER_RAIL=4), stripes from
+ *     16 KiB of 4 KiB (NCCL_SRD_STRIPE_THRESHOLD, NCCL_SRD_MIN_STRIPE): every
+ *     message of 16 KiB or more is 4 writes, odd sizes included. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "srdtest.h"
+
+#define TIMEOUT_MS 30000
+#define VERSION 11
+#define MAX_MSGS 8
+
+struct plan {
+  const char *name;
+  const char *eager_max; /* NULL: unset */
+  int striped;
+  size_t sizes[MAX_MSGS];
+  int n;
+  struct st_traffic want;
+};
+
+static const struct plan plans[] = {
+    {"eager-default", NULL, 0, {0, 1, 8192, 8193, 65536}, 5, {3, 2, 2}},
+    {"eager-changed", "1000", 0, {999, 1000, 1001, 8192}, 4, {2, 2, 2}},
+    {"striped", NULL, 1, {16384, 100001, (1 << 20) + 3, (4 << 20) + 136}, 4, {0, 4, 16}},
+};
+
+static void configure(const struct plan *p) {
+  if (p->eager_max) ST_CHECK(setenv("NCCL_SRD_EAGER_MAX", p->eager_max, 1) == 0, "setenv failed");
+  else unsetenv("NCCL_SRD_EAGER_MAX");
+  if (p->striped) {
+    ST_CHECK(setenv("NCCL_SRD_RAILS", "1", 1) == 0 && setenv("NCCL_SRD_EPS_PER_RAIL", "4", 1) == 0 &&
+                 setenv("NCCL_SRD_STRIPE_THRESHOLD", "16K", 1) == 0 && setenv("NCCL_SRD_MIN_STRIPE", "4K", 1) == 0,
+             "setenv failed");
+  }
+}
+
+static int rank_main(int rank, int nranks, void *arg) {
+  (void)nranks;
+  const struct st_ctx *ctx = arg;
+  const struct plan *p = plans;
+  while (strcmp(p->name, ctx->test)) p++;
+  configure(p);
+  st_setup(ctx, st_version(VERSION));
+  void *comm = st_pair_comm(rank, 0, 1, TIMEOUT_MS);
+  for (int i = 0; i < p->n; i++) {
+    if (rank == 1) st_send_one(comm, p->sizes[i], 77 + (uint64_t)i, i, TIMEOUT_MS);
+    else st_recv_one(comm, p->sizes[i], 77 + (uint64_t)i, i, TIMEOUT_MS);
+  }
+  st_barrier(TIMEOUT_MS);
+  ST_NCCL(rank == 1 ? st_net_close_send(comm) : st_net_close_recv(comm));
+  struct st_traffic t = st_traffic_last(rank == 1);
+  st_note("%s: %lld eager, %lld by RMA write in %lld write(s)", rank == 1 ? "sender" : "receiver", t.eager,
+          t.rendezvous, t.writes);
+  ST_CHECK(t.eager == p->want.eager && t.rendezvous == p->want.rendezvous && t.writes == p->want.writes,
+           "%s: %lld eager, %lld by RMA write in %lld write(s); expected %lld, %lld in %lld",
+           rank == 1 ? "sender" : "receiver", t.eager, t.rendezvous, t.writes, p->want.eager, p->want.rendezvous,
+           p->want.writes);
+  ST_CHECK(st_warn_count() == 0, "the plugin logged %d warning(s)", st_warn_count());
+  ST_NCCL(st_net_finalize());
+  return 0;
+}
+
+static int run2(const struct st_ctx *ctx) {
+  char label[96];
+  snprintf(label, sizeof label, "%s[%s]", ctx->test, ctx->provider);
+  struct st_group_opts opts = {.timeout_s = 60};
+  return st_group_run(label, 2, rank_main, (void *)ctx, &opts);
+}
+
+int main(int argc, char **argv) {
+  static const struct st_case cases[] = {
+      {"eager-default", run2},
+      {"eager-changed", run2},
+      {"striped", run2},
+  };
+  return st_main(argc, argv, cases, 3);
+}
