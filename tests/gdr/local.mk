@@ -1,0 +1,9 @@
+# GPU memory without a GPU: the CUDA driver loader against a fake driver, the
+# GPUDirect decision for every combination of its inputs, NCCL_SRD_GDR, and
+# the inputs gathered from this host's libfabric (no libcuda needed).
+if HAVE_GTEST
+check_PROGRAMS += tests/gdr/gdr_test
+TESTS += tests/gdr/gdr_test
+tests_gdr_gdr_test_SOURCES = tests/gdr/cuda_test.cc tests/gdr/gdr_test.cc tests/gdr/fake_cuda.h
+tests_gdr_gdr_test_LDADD = libsrd_topo.la libsrd_util.la $(FABRIC_LIBS) $(HWLOC_LIBS) $(SRD_GTEST_LIBS) -ldl
+endif
