@@ -7,3 +7,7 @@ TESTS += tests/gdr/gdr_test
 tests_gdr_gdr_test_SOURCES = tests/gdr/cuda_test.cc tests/gdr/gdr_test.cc tests/gdr/fake_cuda.h
 tests_gdr_gdr_test_LDADD = libsrd_topo.la libsrd_util.la $(FABRIC_LIBS) $(HWLOC_LIBS) $(SRD_GTEST_LIBS) -ldl
 endif
+
+# srd-info's per-device GPU memory line (text and JSON).
+TESTS += tests/gdr/srd-info-gdr.sh
+EXTRA_DIST += tests/gdr/srd-info-gdr.sh
