@@ -11,3 +11,7 @@ endif
 # srd-info's per-device GPU memory line (text and JSON).
 TESTS += tests/gdr/srd-info-gdr.sh
 EXTRA_DIST += tests/gdr/srd-info-gdr.sh
+
+# srd-perf --cuda where GPU memory is impossible: a reason, exit status 1.
+TESTS += tests/gdr/srd-perf-cuda.sh
+EXTRA_DIST += tests/gdr/srd-perf-cuda.sh
