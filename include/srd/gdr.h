@@ -44,7 +44,7 @@ struct srd_gdr_decision {
   bool dmabuf;             /* offer NCCL_PTR_DMABUF too */
   bool flush;              /* iflush must make received GPU data visible (forceFlush) */
   bool fail;               /* NCCL_SRD_GDR=1 and GPU pointers are impossible */
-  char why[320];           /* why GPU pointers are (not) offered */
+  char why[400];           /* why GPU pointers are (not) offered */
   char dmabuf_why[200];
   char flush_why[200];
 };

@@ -1,7 +1,9 @@
+#define _GNU_SOURCE /* strcasestr */
 #include "srd/gdr.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -121,10 +123,18 @@ struct fi_info *srd_gdr_hmem_info(const struct fi_info *info) {
   return out;
 }
 
-/* libfabric's CUDA support: a build with it defines FI_HMEM_CUDA_*
- * parameters; one made with --enable-cuda-dlopen also needs to load
- * "libcudart.so" (unversioned) at run time, or its CUDA interface stays off. */
+/* libfabric's CUDA support: FI_HMEM, when set, lists the interfaces it
+ * initialises; a build with CUDA defines FI_HMEM_CUDA_* parameters; one made
+ * with --enable-cuda-dlopen also needs to load "libcudart.so" (unversioned)
+ * at run time, or its CUDA interface stays off. */
 static void probe_fabric_cuda(struct srd_gdr_inputs *in) {
+  const char *filter = getenv("FI_HMEM");
+  if (filter && *filter && !strcasestr(filter, "cuda")) {
+    in->fi_cuda = 0;
+    snprintf(in->fi_cuda_why, sizeof(in->fi_cuda_why), "FI_HMEM=%s leaves CUDA out of libfabric's GPU interfaces",
+             filter);
+    return;
+  }
   struct fi_param *params = NULL;
   int n = 0, built = 0;
   if (fi_getparams(&params, &n) == 0) {

@@ -200,6 +200,17 @@ TEST_F(Host, ShmOffersHmemButThisLibfabricHasNoCuda) {
   EXPECT_TRUE(has(dec.why, "libfabric cannot handle CUDA memory")) << dec.why;
 }
 
+TEST_F(Host, HmemFilterWithoutCuda) {
+  fake::Driver d;
+  open("shm");
+  ASSERT_EQ(0, setenv("FI_HMEM", "ze", 1));
+  srd_gdr_inputs in;
+  srd_gdr_gather(&nics_, &grp_, SRD_GDR_AUTO, &in);
+  unsetenv("FI_HMEM");
+  EXPECT_EQ(0, in.fi_cuda);
+  EXPECT_STREQ("FI_HMEM=ze leaves CUDA out of libfabric's GPU interfaces", in.fi_cuda_why);
+}
+
 TEST_F(Host, OffSkipsTheDriver) {
   srd_cuda_ops o = fake::ops();
   o.init = nullptr; // would make the driver unusable if it were loaded
