@@ -123,6 +123,7 @@ run() {
   if [ -n "${BUDGET_S:-}" ] && ((SECONDS - start > BUDGET_S)); then skipped="$skipped $coll-$n-$v"; return; fi
   envs=$(envs_of "$v")
   echo "# $envs" >"$log"
+  : >"$out/$coll-$n-$v.info"
   mpirun_in "$out/$coll-$n-$v.info" "$envs NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET" "$n" \
     "$tests_dir/${coll}_perf -b 1M -e 1M -g 1 -n 1 -w 1 -c 1"
   mpirun_in "$log" "$envs NCCL_DEBUG=WARN" "$n" "$tests_dir/${coll}_perf -b 8 -e 1M -f 2 -g 1 -n $SMALL_ITERS -w 5 -c 1"
