@@ -110,7 +110,7 @@ tests_topo_list_nics_LDADD = libsrd_topo.la libsrd_util.la
 check_PROGRAMS += tests/tools/json_validate
 tests_tools_json_validate_SOURCES = tests/tools/json_validate.cc
 SRD_TOOL_CHECKS = tests/tools/srd-info.sh tests/tools/srd-perf-raw.sh tests/tools/srd-perf-plugin.sh \
-	tests/tools/srd-perf-errors.sh
+	tests/tools/srd-perf-errors.sh tests/tools/srd-info-gdr.sh tests/tools/srd-perf-cuda.sh
 TESTS += $(SRD_TOOL_CHECKS)
 EXTRA_DIST += $(SRD_TOOL_CHECKS) tests/tools/json_check.sh tests/tools/benchmarks.sh
 
@@ -123,14 +123,15 @@ SRD_TOPO_XML = tests/topo/p5.xml tests/topo/p4d.xml tests/topo/single.xml tests/
 EXTRA_DIST += $(SRD_TOPO_XML) tests/topo/make_topologies.py tests/topo/device-topo.sh \
 	tests/tuner/device-bench.sh tests/tuner/device-ab.sh tests/tuner/tuner_ab.c tests/tuner/example.conf
 EXTRA_DIST += tests/mutation/run.sh tests/mutation/mutate.py tests/mutation/mutations
+EXTRA_DIST += tests/device/compare.sh tests/device/gdr.sh tests/device/gdr_torch.py
 
 # ---------- unit tests (GoogleTest) ----------
 
 if HAVE_GTEST
 SRD_UNIT_TESTS = \
-	tests/util/param_test \
+	tests/util/param_test tests/util/cuda_test \
 	tests/mr/mr_test \
-	tests/topo/group_test tests/topo/ifname_test \
+	tests/topo/group_test tests/topo/ifname_test tests/topo/gdr_test \
 	tests/proto/proto_test tests/wire/wire_test tests/sched/sched_test \
 	tests/tools/perf_args_test tests/tools/perf_stats_test tests/tools/json_writer_test \
 	tests/tuner/model_test tests/tuner/rules_test tests/tuner/abi_test
@@ -142,6 +143,16 @@ SRD_UNIT_LDADD = libsrd_core.la libsrd_topo.la libsrd_util.la $(FABRIC_LIBS) $(H
 
 tests_util_param_test_SOURCES = tests/util/param_test.cc
 tests_util_param_test_LDADD = libsrd_util.la $(SRD_GTEST_LIBS)
+
+# GPU memory without a GPU: the CUDA driver loader against a fake driver, the
+# GPUDirect decision for every combination of its inputs, NCCL_SRD_GDR, and
+# the inputs gathered from this host's libfabric (no libcuda needed).
+tests_util_cuda_test_SOURCES = tests/util/cuda_test.cc tests/lib/fake_cuda.h
+tests_util_cuda_test_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/lib
+tests_util_cuda_test_LDADD = libsrd_util.la $(SRD_GTEST_LIBS) -ldl
+tests_topo_gdr_test_SOURCES = tests/topo/gdr_test.cc tests/lib/fake_cuda.h
+tests_topo_gdr_test_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/lib
+tests_topo_gdr_test_LDADD = libsrd_topo.la libsrd_util.la $(FABRIC_LIBS) $(HWLOC_LIBS) $(SRD_GTEST_LIBS) -ldl
 
 tests_mr_mr_test_SOURCES = tests/mr/mr_test.cc
 tests_mr_mr_test_LDADD = $(SRD_UNIT_LDADD)

@@ -45,19 +45,6 @@ static void list_providers(struct info_report *r) {
   }
 }
 
-/* Does the chosen provider still answer when asked for FI_HMEM too? */
-static int probe_hmem(const struct fi_info *info) {
-  struct fi_info *hints = fi_dupinfo(info), *out = NULL;
-  if (!hints) return -1;
-  hints->caps |= FI_HMEM;
-  int rc = fi_getinfo(SRD_FI_VERSION, NULL, NULL, 0, hints, &out);
-  fi_freeinfo(hints);
-  if (rc) return 0;
-  int hmem = (out->caps & FI_HMEM) != 0;
-  fi_freeinfo(out);
-  return hmem;
-}
-
 /* Open an endpoint to ask it for 128-byte ordered writes (src/topo/efa.c). */
 static int probe_write_order_128(const struct fi_info *info) {
 #if HAVE_DECL_FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES
@@ -91,7 +78,9 @@ static void probe_caps(struct info_report *r) {
   c->inject_size = info->tx_attr->inject_size;
   c->mr_mode = (uint64_t)info->domain_attr->mr_mode;
   c->data_progress_auto = info->domain_attr->data_progress == FI_PROGRESS_AUTO;
-  c->hmem = probe_hmem(info);
+  struct fi_info *hmem = srd_gdr_hmem_info(info);
+  c->hmem = hmem != NULL;
+  fi_freeinfo(hmem);
   if (!strcmp(r->nics.provider, "efa")) c->write_order_128 = probe_write_order_128(info);
 }
 
@@ -153,11 +142,10 @@ static void check_warnings(struct info_report *r) {
     warn(r, "%d NIC(s) for %d GPUs: GPUs share NICs, so per-GPU bandwidth is lower", r->nics.n, ngpus);
   if (ngpus > 0) {
     check_gpu_locality(r);
-    int gpu_reg = r->caps.hmem == 1 && (r->caps.dmabuf_built || r->gpu_peer_mem);
-    if (!gpu_reg)
-      warn(r, "GPUs are present but GPU memory cannot be registered (%s): NCCL will stage through host memory",
-           r->caps.hmem != 1 ? "the provider lacks FI_HMEM"
-                             : "neither dmabuf support (libfabric >= 1.20 headers) nor the nvidia-peermem module");
+    for (int g = 0; g < r->topo.ngroups; g++)
+      if (!r->gdr[g].gpu)
+        warn(r, "GPUs are present but GPU memory cannot be registered on device %d (%s): NCCL will stage through "
+                "host memory", g, r->gdr[g].why);
   }
 }
 
@@ -170,6 +158,12 @@ void info_gather(struct info_report *r) {
   if (r->discovered)
     r->grouped = srd_topo_group(&r->nics, NULL, (int)srd_param_int(SRD_PARAM_RAILS), &r->topo) == 0;
   r->gpu_peer_mem = module_loaded("nvidia_peermem") || module_loaded("nv_peer_mem");
+  int mode = srd_gdr_mode();
+  for (int g = 0; r->grouped && g < r->topo.ngroups; g++) {
+    struct srd_gdr_inputs in;
+    srd_gdr_gather(&r->nics, &r->topo.groups[g], mode, &in);
+    srd_gdr_decide(&in, &r->gdr[g]);
+  }
   probe_caps(r);
   check_warnings(r);
 }

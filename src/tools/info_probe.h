@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "srd/gdr.h"
 #include "srd/topo.h"
 
 #define INFO_MAX_PROVIDERS 32
@@ -48,6 +49,7 @@ struct info_report {
   struct srd_topo topo;
   struct info_caps caps;
   int gpu_peer_mem; /* nvidia-peermem (or nv_peer_mem) kernel module loaded */
+  struct srd_gdr_decision gdr[SRD_MAX_GPUS]; /* per device (topo.groups), when grouped */
   int nwarnings;
   char warnings[INFO_MAX_WARNINGS][256];
 };

@@ -21,7 +21,7 @@ const char perf_usage[] =
     "  --raw                fi_writedata straight on libfabric, same provider and NICs (the ceiling)\n"
     "  --net-version N      drive ncclNetPlugin_vN (8..12) instead of the highest, as an older NCCL would\n"
     "  --dev N              NCCL device (plugin) or NIC group (raw) to use (default 0)\n"
-    "  --cuda               CUDA buffers (not supported yet: host memory only)\n"
+    "  --cuda               buffers in GPU memory (CUDA device 0; CUDA_VISIBLE_DEVICES picks), on this side\n"
     "\n"
     "Processes:\n"
     "  --server             wait for one --client (two machines)\n"
@@ -248,10 +248,6 @@ enum perf_args_result perf_args_parse(int argc, char *const argv[], struct perf_
   }
   if (o->pin && o->role != PERF_ROLE_LOCAL) {
     snprintf(err, errlen, "--pin is for the local run (use taskset with --server/--client)");
-    return PERF_ARGS_ERROR;
-  }
-  if (o->cuda) {
-    snprintf(err, errlen, "--cuda is not supported yet: srd-perf measures host memory only");
     return PERF_ARGS_ERROR;
   }
   return PERF_ARGS_OK;

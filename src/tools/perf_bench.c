@@ -9,6 +9,7 @@
 
 #include "perf_ctrl.h"
 #include "perf_log.h"
+#include "perf_mem.h"
 
 /* --check allocates a buffer per request in flight; refuse beyond this. */
 #define CHECK_MEMORY_LIMIT (4ull << 30)
@@ -27,7 +28,9 @@ struct perf_session {
   int is_client;
   int nconn;
   struct perf_conn *conns;
+  struct perf_mem *mem;      /* host or GPU memory (--cuda) */
   char *send_mem, *recv_mem; /* one allocation each, split among comms */
+  char *stage;               /* --check with GPU buffers: the host copy of one message */
   size_t slot_bytes;
   int slots;     /* buffers per comm and direction: 1, or one per request in flight with --check */
   int send_window; /* isends in flight per comm */
@@ -56,6 +59,23 @@ static int verify(const char *buf, size_t size, uint32_t seed, const char *what,
       return -1;
     }
   return 0;
+}
+
+/* --check data in the session's buffers: through a host copy for GPU memory. */
+static int fill_buf(struct perf_session *s, char *buf, size_t size, uint32_t seed) {
+  if (!perf_mem_is_cuda(s->mem)) {
+    fill(buf, size, seed);
+    return 0;
+  }
+  fill(s->stage, size, seed);
+  return perf_mem_put(s->mem, buf, s->stage, size);
+}
+
+static int verify_buf(struct perf_session *s, const char *buf, size_t size, uint32_t seed, const char *what, int comm,
+                      long msg) {
+  if (!perf_mem_is_cuda(s->mem)) return verify(buf, size, seed, what, comm, msg);
+  if (perf_mem_get(s->mem, s->stage, buf, size)) return -1;
+  return verify(s->stage, size, seed, what, comm, msg);
 }
 
 static uint32_t seed_of(const struct perf_session *s, int dir, int comm, long msg) {
@@ -185,13 +205,15 @@ static int alloc_buffers(struct perf_session *s) {
                2 * per_dir >> 20);
     return -1;
   }
-  if (posix_memalign((void **)&s->send_mem, 4096, per_dir) || posix_memalign((void **)&s->recv_mem, 4096, per_dir)) {
-    perf_error("cannot allocate %llu MiB of buffers", 2 * per_dir >> 20);
+  s->mem = perf_mem_open(o->cuda);
+  if (!s->mem) return -1;
+  s->send_mem = perf_mem_alloc(s->mem, per_dir);
+  s->recv_mem = perf_mem_alloc(s->mem, per_dir);
+  if (o->check && o->cuda) s->stage = malloc(s->slot_bytes);
+  if (!s->send_mem || !s->recv_mem || (o->check && o->cuda && !s->stage)) {
+    perf_error("cannot allocate %llu MiB of %s buffers", 2 * per_dir >> 20, o->cuda ? "GPU" : "host");
     return -1;
   }
-  /* Touch every page now so that page faults stay out of the timings. */
-  memset(s->send_mem, 0, per_dir);
-  memset(s->recv_mem, 0, per_dir);
   for (int i = 0; i < s->nconn; i++) {
     struct perf_conn *c = &s->conns[i];
     size_t off = o->check ? (size_t)i * s->slot_bytes * (size_t)s->slots : 0;
@@ -238,8 +260,12 @@ int perf_session_close(struct perf_session *s) {
     if (c->recv_comm && ops->close_recv(s->t, c->recv_comm)) rc = -1;
   }
   free(s->conns);
-  free(s->send_mem);
-  free(s->recv_mem);
+  if (s->mem) {
+    perf_mem_free(s->mem, s->send_mem);
+    perf_mem_free(s->mem, s->recv_mem);
+    perf_mem_close(s->mem);
+  }
+  free(s->stage);
   free(s->samples);
   free(s);
   return rc;
@@ -264,7 +290,7 @@ static int run_latency(struct perf_session *s, size_t size, int iters, int warmu
   for (int it = 0; it < total; it++) {
     if (s->is_client) {
       if (post_recv(s, c->recv_comm, 1, &rbuf, &rsize, &tag, &rmh, &rreq, "pong receive")) return -1;
-      if (s->o->check) fill(c->send_buf, size, seed_of(s, 0, 0, it));
+      if (s->o->check && fill_buf(s, c->send_buf, size, seed_of(s, 0, 0, it))) return -1;
       double t0 = now_s();
       if (post_send(s, c->send_comm, c->send_buf, size, tag, c->send_mh, &sreq, "ping send") ||
           wait_request(s, sreq, sizes, "ping send") || wait_request(s, rreq, sizes, "pong receive"))
@@ -275,18 +301,18 @@ static int run_latency(struct perf_session *s, size_t size, int iters, int warmu
         perf_error("pong of %zu bytes arrived as %zu", size, sizes[0]);
         return -1;
       }
-      if (s->o->check && verify(c->recv_buf, size, seed_of(s, 1, 0, it), "pong", 0, it)) return -1;
+      if (s->o->check && verify_buf(s, c->recv_buf, size, seed_of(s, 1, 0, it), "pong", 0, it)) return -1;
     } else {
       if (wait_request(s, rreq, sizes, "ping receive")) return -1;
       if (sizes[0] != size) {
         perf_error("ping of %zu bytes arrived as %zu", size, sizes[0]);
         return -1;
       }
-      if (s->o->check && verify(c->recv_buf, size, seed_of(s, 0, 0, it), "ping", 0, it)) return -1;
+      if (s->o->check && verify_buf(s, c->recv_buf, size, seed_of(s, 0, 0, it), "ping", 0, it)) return -1;
       if (it + 1 < total &&
           post_recv(s, c->recv_comm, 1, &rbuf, &rsize, &tag, &rmh, &rreq, "ping receive"))
         return -1;
-      if (s->o->check) fill(c->send_buf, size, seed_of(s, 1, 0, it));
+      if (s->o->check && fill_buf(s, c->send_buf, size, seed_of(s, 1, 0, it))) return -1;
       if (post_send(s, c->send_comm, c->send_buf, size, tag, c->send_mh, &sreq, "pong send") ||
           wait_request(s, sreq, sizes, "pong send"))
         return -1;
@@ -348,8 +374,8 @@ static int run_stream(struct perf_session *s, size_t size, int iters, int do_sen
               perf_error("comm %d message %ld: %zu bytes arrived, %zu were sent", ci, msg, sizes[i], size);
               goto out;
             }
-            if (o->check && verify(c->recv_buf + (size_t)(msg % s->slots) * s->slot_bytes, size,
-                                   seed_of(s, !dir, ci, msg), "stream", ci, msg))
+            if (o->check && verify_buf(s, c->recv_buf + (size_t)(msg % s->slots) * s->slot_bytes, size,
+                                       seed_of(s, !dir, ci, msg), "stream", ci, msg))
               goto out;
           }
           rf->head = (rf->head + 1) % PERF_MAX_WINDOW;
@@ -362,7 +388,7 @@ static int run_stream(struct perf_session *s, size_t size, int iters, int do_sen
         while (sf->posted < send_total && sf->count < s->send_window) {
           char *buf = c->send_buf + (size_t)(sf->posted % s->slots) * s->slot_bytes;
           void *req;
-          if (o->check) fill(buf, size, seed_of(s, dir, ci, sf->posted));
+          if (o->check && fill_buf(s, buf, size, seed_of(s, dir, ci, sf->posted))) goto out;
           if (ops->isend(s->t, c->send_comm, buf, size, (int)(sf->posted % n), c->send_mh, &req)) goto out;
           if (!req) break;
           sf->req[(sf->head + sf->count++) % PERF_MAX_WINDOW] = req;

@@ -110,7 +110,7 @@ static int plugin_accept(struct perf_transport *t, void *listen_comm, void **rec
 
 static int plugin_reg(struct perf_transport *t, void *comm, void *buf, size_t size, void **mhandle) {
   struct plugin *p = as_plugin(t);
-  return check(CALL(p, regMr, comm, buf, size, NCCL_PTR_HOST, mhandle), "regMr");
+  return check(CALL(p, regMr, comm, buf, size, t->cuda ? NCCL_PTR_CUDA : NCCL_PTR_HOST, mhandle), "regMr");
 }
 
 static int plugin_dereg(struct perf_transport *t, void *comm, void *mhandle) {
@@ -345,8 +345,13 @@ static int describe_device(struct plugin *p) {
   }
   struct dev_props props;
   if (get_props(p, &props)) return -1;
-  if (!(props.ptr_support & NCCL_PTR_HOST)) {
+  if (!p->base.cuda && !(props.ptr_support & NCCL_PTR_HOST)) {
     perf_error("device %d does not accept host memory (ptrSupport 0x%x)", p->dev, props.ptr_support);
+    return -1;
+  }
+  if (p->base.cuda && !(props.ptr_support & NCCL_PTR_CUDA)) {
+    perf_error("--cuda: device %d does not accept GPU memory (ptrSupport 0x%x; srd-info says why for our plugin)",
+               p->dev, props.ptr_support);
     return -1;
   }
   p->base.max_recvs = props.max_recvs > 0 ? props.max_recvs : 1;
@@ -355,11 +360,12 @@ static int describe_device(struct plugin *p) {
   return 0;
 }
 
-struct perf_transport *perf_plugin_open(const char *path, int version, int dev) {
+struct perf_transport *perf_plugin_open(const char *path, int version, int dev, int cuda) {
   struct plugin *p = calloc(1, sizeof(*p));
   if (!p) return NULL;
   p->base.ops = &plugin_ops;
   p->dev = dev;
+  p->base.cuda = cuda;
   snprintf(p->base.kind, sizeof(p->base.kind), "plugin");
   char found[PATH_MAX] = "";
   if (path && *path) {

@@ -23,6 +23,8 @@
 
 #include "perf_log.h"
 #include "perf_transport.h"
+#include "srd/cuda.h"
+#include "srd/gdr.h"
 #include "srd/param.h"
 #include "srd/topo.h"
 
@@ -188,14 +190,28 @@ static int comm_progress(struct raw_comm *c);
                       : fi_check((int)rc_, what);                                                                      \
   })
 
-static int register_on_rails(struct raw *r, void *buf, size_t size, struct raw_mr *m) {
+/* GPU memory is registered with its own CUDA device, which the driver names. */
+static int register_on_rails(struct raw *r, void *buf, size_t size, int cuda, struct raw_mr *m) {
   memset(m, 0, sizeof(*m));
   m->nrails = r->nrails;
   m->base = buf;
+  struct iovec iov = {buf, size};
+  struct fi_mr_attr attr = {.mr_iov = &iov, .iov_count = 1, .iface = FI_HMEM_SYSTEM};
+  attr.access = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+  if (cuda) {
+    char err[256];
+    int ordinal;
+    if (srd_cuda_pointer_device(srd_cuda_get(), buf, &ordinal, err, sizeof(err))) {
+      perf_error("raw: --cuda: %s", err);
+      return -1;
+    }
+    attr.iface = FI_HMEM_CUDA;
+    attr.device.cuda = ordinal;
+  }
   for (int i = 0; i < r->nrails; i++) {
-    uint64_t access = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
-    uint64_t requested = r->rails[i].prov_key ? 0 : ++r->next_key;
-    if (fi_check(fi_mr_reg(r->rails[i].domain, buf, size, access, 0, requested, 0, &m->mr[i], NULL), "fi_mr_reg")) {
+    attr.requested_key = r->rails[i].prov_key ? 0 : ++r->next_key;
+    if (fi_check(fi_mr_regattr(r->rails[i].domain, &attr, 0, &m->mr[i]), cuda ? "fi_mr_regattr (FI_HMEM_CUDA)"
+                                                                            : "fi_mr_regattr")) {
       for (int j = 0; j < i; j++) fi_close(&m->mr[j]->fid);
       return -1;
     }
@@ -447,7 +463,7 @@ static struct raw_comm *comm_create(struct raw *r) {
     }
   }
   c->ctrl = calloc(2 * RAW_CTRL_SLOTS, sizeof(*c->ctrl));
-  if (!c->ctrl || register_on_rails(r, c->ctrl, 2 * RAW_CTRL_SLOTS * sizeof(*c->ctrl), &c->ctrl_mr)) {
+  if (!c->ctrl || register_on_rails(r, c->ctrl, 2 * RAW_CTRL_SLOTS * sizeof(*c->ctrl), 0, &c->ctrl_mr)) {
     comm_destroy(c);
     return NULL;
   }
@@ -574,7 +590,7 @@ static int raw_accept(struct perf_transport *t, void *listen_comm, void **recv_c
 static int raw_reg(struct perf_transport *t, void *comm, void *buf, size_t size, void **mhandle) {
   struct raw_mr *m = malloc(sizeof(*m));
   if (!m) return -1;
-  if (register_on_rails(as_raw(t), buf, size, m)) {
+  if (register_on_rails(as_raw(t), buf, size, t->cuda, m)) {
     free(m);
     return -1;
   }
@@ -730,9 +746,13 @@ static const struct perf_transport_ops raw_ops = {
     .destroy = raw_destroy,
 };
 
-static int open_rail(struct raw_rail *rail, const struct srd_nic *nic) {
-  rail->info = fi_dupinfo(nic->info);
-  if (!rail->info) return -1;
+/* GPU registrations need a domain opened with FI_HMEM. */
+static int open_rail(struct raw_rail *rail, const struct srd_nic *nic, int cuda) {
+  rail->info = cuda ? srd_gdr_hmem_info(nic->info) : fi_dupinfo(nic->info);
+  if (!rail->info) {
+    if (cuda) perf_error("raw: --cuda: provider %s offers no FI_HMEM on %s", nic->info->fabric_attr->prov_name, nic->name);
+    return -1;
+  }
   if (fi_check(fi_fabric(rail->info->fabric_attr, &rail->fabric, NULL), "fi_fabric") ||
       fi_check(fi_domain(rail->fabric, rail->info, &rail->domain, NULL), "fi_domain"))
     return -1;
@@ -742,7 +762,7 @@ static int open_rail(struct raw_rail *rail, const struct srd_nic *nic) {
   return 0;
 }
 
-struct perf_transport *perf_raw_open(int dev) {
+struct perf_transport *perf_raw_open(int dev, int cuda) {
   struct srd_nic_list nics;
   if (srd_topo_discover(&nics)) {
     perf_error("raw: no usable libfabric provider or NIC (run srd-info)");
@@ -757,18 +777,19 @@ struct perf_transport *perf_raw_open(int dev) {
   }
   const struct srd_device_group *g = &topo->groups[dev];
   r->base.ops = &raw_ops;
+  r->base.cuda = cuda;
   snprintf(r->base.kind, sizeof(r->base.kind), "raw");
   snprintf(r->base.provider, sizeof(r->base.provider), "%s", nics.provider);
   r->base.max_recvs = PERF_TEST_SIZES;
   int n = snprintf(r->base.device, sizeof(r->base.device), "group %d of %d:", dev, topo->ngroups);
   for (int i = 0; i < g->nrails && r->nrails < RAW_MAX_RAILS; i++) {
     const struct srd_nic *nic = &nics.nics[g->rails[i]];
-    if (open_rail(&r->rails[r->nrails++], nic)) goto fail;
+    if (open_rail(&r->rails[r->nrails++], nic, cuda)) goto fail;
     if (n < (int)sizeof(r->base.device))
       n += snprintf(r->base.device + n, sizeof(r->base.device) - (size_t)n, " %s", nic->name);
   }
-  snprintf(r->base.description, sizeof(r->base.description), "raw libfabric %s (fi_writedata, %d rail%s)",
-           nics.provider, r->nrails, r->nrails == 1 ? "" : "s");
+  snprintf(r->base.description, sizeof(r->base.description), "raw libfabric %s (fi_writedata, %d rail%s%s)",
+           nics.provider, r->nrails, r->nrails == 1 ? "" : "s", cuda ? ", FI_HMEM" : "");
   free(topo);
   srd_topo_free(&nics);
   return &r->base;

@@ -41,13 +41,15 @@ struct perf_transport {
   char device[512];      /* the device or NIC names used */
   int max_recvs;         /* largest grouped receive */
   int net_version;       /* ncclNet ABI version driven; 0 for raw */
+  int cuda;              /* buffers are GPU memory (--cuda): registered as such */
 };
 
 /* dlopen path ("" for our own plugin, found beside the executable or on the
  * library path) and initialise its ncclNetPlugin_v<version> table (0: the
- * highest it exports) for dev. */
-struct perf_transport *perf_plugin_open(const char *path, int version, int dev);
-/* libfabric directly, on the provider and NIC group srd_topo_* choose. */
-struct perf_transport *perf_raw_open(int dev);
+ * highest it exports) for dev; cuda: the device must take NCCL_PTR_CUDA. */
+struct perf_transport *perf_plugin_open(const char *path, int version, int dev, int cuda);
+/* libfabric directly, on the provider and NIC group srd_topo_* choose; with
+ * cuda, domains with FI_HMEM and registrations of CUDA memory. */
+struct perf_transport *perf_raw_open(int dev, int cuda);
 
 #endif

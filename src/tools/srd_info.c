@@ -45,6 +45,25 @@ static void param_value(enum srd_param p, char *buf, size_t len, int *set) {
   }
 }
 
+/* The GPU memory decision of one device and why. */
+static void print_gdr(const struct srd_gdr_decision *d) {
+  printf("         GPU memory: %s: %s\n", d->gpu ? "offered" : "not offered", d->why);
+  if (!d->gpu) return;
+  printf("         dma-buf: %s: %s\n", d->dmabuf ? "offered" : "not offered", d->dmabuf_why);
+  printf("         flush: %s: %s\n", d->flush ? "needed" : "not needed", d->flush_why);
+}
+
+static void json_gdr(struct json_writer *w, const struct srd_gdr_decision *d) {
+  json_begin_object(w, "gpu_memory");
+  json_bool(w, "offered", d->gpu);
+  json_string(w, "reason", d->why);
+  json_bool(w, "dmabuf", d->dmabuf);
+  json_string(w, "dmabuf_reason", d->dmabuf_why);
+  json_bool(w, "flush", d->flush);
+  json_string(w, "flush_reason", d->flush_why);
+  json_end_object(w);
+}
+
 static void print_text(const struct info_report *r) {
   printf("srd-info %s\n\n", PACKAGE_VERSION);
   printf("libfabric        %u.%u (built against %u.%u)\n", FI_MAJOR(r->fi_runtime), FI_MINOR(r->fi_runtime),
@@ -77,6 +96,7 @@ static void print_text(const struct info_report *r) {
         printf("         rail %d: %-16s pci %-14s numa %-3d %6d Mbps\n", k, n->name,
                n->pci_bus_id[0] ? n->pci_bus_id : "none", n->numa, n->speed_mbps);
       }
+      print_gdr(&r->gdr[g]);
     }
   }
 
@@ -163,6 +183,7 @@ static int print_json(const struct info_report *r) {
     json_begin_array(&w, "rails");
     for (int k = 0; k < grp->nrails; k++) json_string(&w, NULL, r->nics.nics[grp->rails[k]].name);
     json_end_array(&w);
+    json_gdr(&w, &r->gdr[g]);
     json_end_object(&w);
   }
   json_end_array(&w);

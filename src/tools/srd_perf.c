@@ -87,13 +87,13 @@ static int run(struct perf_opts *o, int fd, int is_client) {
    * while the client holds its lines back until it knows. */
   if (!is_client) {
     if (agree_options(fd, o, 0)) return 1;
-    t = o->raw ? perf_raw_open(o->dev) : perf_plugin_open(o->plugin, o->net_version, o->dev);
+    t = o->raw ? perf_raw_open(o->dev, o->cuda) : perf_plugin_open(o->plugin, o->net_version, o->dev, o->cuda);
     if (swap_status(fd, t != NULL, o->timeout_s)) goto out;
   } else {
     char in;
     if (agree_options(fd, o, 1)) return 1;
     if (o->role == PERF_ROLE_LOCAL) perf_log_hold();
-    t = o->raw ? perf_raw_open(o->dev) : perf_plugin_open(o->plugin, o->net_version, o->dev);
+    t = o->raw ? perf_raw_open(o->dev, o->cuda) : perf_plugin_open(o->plugin, o->net_version, o->dev, o->cuda);
     int got = perf_ctrl_recv(fd, &in, 1, o->timeout_s, "the server's start status") == 0;
     perf_log_release(!got || in == 'k' || t);
     if (!got) goto out;

@@ -78,6 +78,15 @@ TEST(PerfArgs, RolesAndPort) {
   EXPECT_EQ(c.opts.raw, 1);
 }
 
+TEST(PerfArgs, CudaWithPluginOrRaw) {
+  EXPECT_EQ(Parse({}).opts.cuda, 0);
+  for (auto args : {std::vector<std::string>{"--cuda"}, std::vector<std::string>{"--raw", "--cuda", "--check"}}) {
+    Parsed p = Parse(args);
+    ASSERT_EQ(p.result, PERF_ARGS_OK) << p.err;
+    EXPECT_EQ(p.opts.cuda, 1);
+  }
+}
+
 TEST(PerfArgs, TestList) {
   EXPECT_EQ(Parse({"-t", "lat"}).opts.tests, PERF_TEST_LAT);
   EXPECT_EQ(Parse({"--test", "bw,bibw"}).opts.tests, PERF_TEST_BW | PERF_TEST_BIBW);
@@ -116,7 +125,6 @@ TEST(PerfArgs, RejectsWithAReason) {
       {{"--net-version", "13"}, "--net-version"},
       {{"--server", "--client", "h"}, "exclude"},
       {{"--check=1"}, "takes no value"},
-      {{"--cuda"}, "not supported"},
       {{"--server", "--pin"}, "--pin"},
       {{"-f", "1"}, "-f"},
   };

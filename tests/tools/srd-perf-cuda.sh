@@ -1,0 +1,25 @@
+#!/bin/sh
+# srd-perf --cuda on a host where GPU memory cannot be used: a one-line reason
+# and exit status 1, never a crash or a hang (plugin and --raw).
+set -u
+bin="${top_builddir:-.}/srd-perf"
+tmp=$(mktemp -d) || exit 99
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+[ -e /dev/nvidia0 ] && { echo "SKIP: this host has a GPU"; exit 77; }
+
+expect_error() { # WHAT PATTERN PROVIDER ARGS...
+  what=$1 pattern=$2 provider=$3
+  shift 3
+  NCCL_SRD_PROVIDER=$provider "$bin" -e 4K --timeout 20 "$@" > "$tmp/out" 2>&1
+  rc=$?
+  [ "$rc" -eq 1 ] || { cat "$tmp/out"; fail "$what: exit status $rc, expected 1"; }
+  grep -qE -e "$pattern" "$tmp/out" || { cat "$tmp/out"; fail "$what: no '$pattern' in the output"; }
+}
+
+expect_error "plugin" "--cuda: device 0 does not accept GPU memory \(ptrSupport 0x1" \
+  'tcp;ofi_rxm' --cuda
+expect_error "raw tcp" "raw: --cuda: provider tcp;ofi_rxm offers no FI_HMEM" 'tcp;ofi_rxm' --raw --cuda
+expect_error "raw shm" "--cuda: (no CUDA driver|cuInit failed|no CUDA device|fi_mr_regattr \(FI_HMEM_CUDA\))" \
+  shm --raw --cuda --check
+echo "PASS"
