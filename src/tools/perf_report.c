@@ -57,9 +57,9 @@ void perf_report_compare(FILE *out, const struct perf_opts *o, const struct perf
     if (o->tests & PERF_TEST_LAT)
       fprintf(out, " %14.2f %9.2f %6.2f", p->lat_us.p50, r->lat_us.p50, ratio(p->lat_us.p50, r->lat_us.p50));
     if (o->tests & PERF_TEST_BW)
-      fprintf(out, " %15.3f %9.3f %6.2f", p->bw_GBps, r->bw_GBps, ratio(p->bw_GBps, r->bw_GBps));
+      fprintf(out, " %15.4f %9.4f %6.2f", p->bw_GBps, r->bw_GBps, ratio(p->bw_GBps, r->bw_GBps));
     if (o->tests & PERF_TEST_BIBW)
-      fprintf(out, " %17.3f %9.3f %6.2f", p->bibw_GBps, r->bibw_GBps, ratio(p->bibw_GBps, r->bibw_GBps));
+      fprintf(out, " %17.4f %9.4f %6.2f", p->bibw_GBps, r->bibw_GBps, ratio(p->bibw_GBps, r->bibw_GBps));
     fputc('\n', out);
   }
   fflush(out);
