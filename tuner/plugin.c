@@ -102,11 +102,11 @@ static double nccl_cost(const struct srd_tuner_request *rq, int a, int p) {
   return c >= 0.0f ? c : -1.0; /* also rejects NaN */
 }
 
-/* What NCCL would run for this collective in v2, where no table is shown. */
-static int v2_enabled(const struct srd_tuner *t, int coll, int a, int p) {
+/* What NCCL would run for this collective in v2, where no table is shown.
+ * Only NCCL 2.21 loads v2, and it has no PAT (2.23 added it): naming PAT
+ * there makes NCCL index past its algorithm tables. */
+static int v2_enabled(int coll, int a) {
   if (coll == SRD_COLL_ALLREDUCE) return a == SRD_ALGO_RING || a == SRD_ALGO_TREE;
-  if (coll == SRD_COLL_ALLGATHER || coll == SRD_COLL_REDUCESCATTER)
-    return a == SRD_ALGO_RING || (a == SRD_ALGO_PAT && p == SRD_PROTO_SIMPLE && t->comm.nranks == t->comm.nnodes);
   return a == SRD_ALGO_RING;
 }
 
@@ -117,7 +117,7 @@ static int fill_allowed(const struct srd_tuner *t, const struct srd_tuner_reques
   for (int i = 0; i < N_MODELED; i++) {
     int a = modeled_algos[i];
     for (int p = 0; p < SRD_PROTO_COUNT; p++) {
-      int ok = rq->table ? nccl_cost(rq, a, p) >= 0 : v2_enabled(t, rq->coll, a, p);
+      int ok = rq->table ? nccl_cost(rq, a, p) >= 0 : v2_enabled(rq->coll, a);
       if (p == SRD_PROTO_LL128 && !srd_model_ll128_safe(&t->net, &t->comm)) ok = 0;
       if (rule && rule->algo != SRD_RULE_ANY && rule->algo != a) ok = 0;
       if (rule && rule->proto != SRD_RULE_ANY && rule->proto != p) ok = 0;

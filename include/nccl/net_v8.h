@@ -1,4 +1,4 @@
-/* ncclNet v8 (NCCL 2.19 and later): int sizes on the data path. */
+/* ncclNet v8 (NCCL 2.20 and later): int sizes on the data path. */
 #ifndef SRD_NCCL_NET_V8_H
 #define SRD_NCCL_NET_V8_H
 

@@ -1,4 +1,4 @@
-/* ncclNet v9 (NCCL 2.23 and later): size_t sizes, virtual devices, forceFlush. */
+/* ncclNet v9 (NCCL 2.24 and later): size_t sizes, virtual devices, forceFlush. */
 #ifndef SRD_NCCL_NET_V9_H
 #define SRD_NCCL_NET_V9_H
 

@@ -127,10 +127,11 @@ static int module_loaded(const char *name) {
 
 static void check_warnings(struct info_report *r) {
   unsigned major = FI_MAJOR(r->fi_runtime), minor = FI_MINOR(r->fi_runtime);
-  if (r->discovered && !strcmp(r->nics.provider, "efa") &&
-      (major < INFO_MIN_EFA_MAJOR || (major == INFO_MIN_EFA_MAJOR && minor < INFO_MIN_EFA_MINOR)))
-    warn(r, "libfabric %u.%u is older than %d.%d, the oldest we support with efa", major, minor, INFO_MIN_EFA_MAJOR,
-         INFO_MIN_EFA_MINOR);
+  /* The one minimum (configure's, from m4/srd_libfabric.m4): a binary can
+   * still meet an older library at run time. */
+  if (major < SRD_FI_MIN_MAJOR || (major == SRD_FI_MIN_MAJOR && minor < SRD_FI_MIN_MINOR))
+    warn(r, "libfabric %u.%u is older than %d.%d, the oldest nccl-srd supports (the oldest release CI tests)", major,
+         minor, SRD_FI_MIN_MAJOR, SRD_FI_MIN_MINOR);
   check_efa_without_rdma(r);
   if (!r->discovered) {
     warn(r, "no usable NIC: no provider offers RDM endpoints with messages, RMA and remote CQ data on a selected "

@@ -13,12 +13,6 @@
 #define INFO_MAX_PROVIDERS 32
 #define INFO_MAX_WARNINGS 16
 
-/* Oldest libfabric we trust with efa: RDM writes with immediate data and the
- * device attributes we read landed by 1.18 (AWS's own plugin asked for 1.18
- * through its 1.9 releases). */
-#define INFO_MIN_EFA_MAJOR 1
-#define INFO_MIN_EFA_MINOR 18
-
 struct info_provider {
   char name[64];
   int rdm; /* offers FI_EP_RDM endpoints */

@@ -13,7 +13,9 @@
 const char perf_usage[] =
     "Usage: srd-perf [options]\n"
     "Measure an ncclNet plugin (ours by default) the way NCCL drives it, or libfabric itself (--raw).\n"
-    "Without --server/--client it runs its own two local processes.\n"
+    "Without --server/--client it runs its own two local processes. With none of --raw, --plugin,\n"
+    "--net-version, --json, that local run measures our plugin, then raw libfabric on the same provider\n"
+    "and NICs (the ceiling), and prints both side by side with their ratio.\n"
     "\n"
     "Transport:\n"
     "  --plugin PATH        ncclNet plugin library (default: libnccl-net-srd.so beside srd-perf, then the\n"
@@ -43,7 +45,7 @@ const char perf_usage[] =
     "  --check              fill and verify every byte (separate buffers per request)\n"
     "\n"
     "Output:\n"
-    "  --json               one JSON document on stdout instead of the table\n"
+    "  --json               one JSON document on stdout instead of the table (bandwidths in GB/s: 1e9 B/s)\n"
     "  -h, --help           this text\n"
     "\n"
     "Environment: NCCL_SRD_* and FI_PROVIDER select the provider and NICs (see srd-info).\n";
@@ -250,5 +252,6 @@ enum perf_args_result perf_args_parse(int argc, char *const argv[], struct perf_
     snprintf(err, errlen, "--pin is for the local run (use taskset with --server/--client)");
     return PERF_ARGS_ERROR;
   }
+  o->compare = o->role == PERF_ROLE_LOCAL && !o->raw && !o->plugin[0] && !o->net_version && !o->json;
   return PERF_ARGS_OK;
 }

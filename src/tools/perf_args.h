@@ -38,6 +38,7 @@ struct perf_opts {
   int check;
   int pin;           /* local run: client and server on two different CPUs */
   int json;
+  int compare;       /* the default local run: our plugin, then raw libfabric, side by side */
   int cuda;
   int timeout_s;     /* bound on waiting for the peer */
 };

@@ -466,14 +466,14 @@ int perf_session_run(struct perf_session *s, size_t size, struct perf_result *re
     if (res->warmup && run_bw(s, size, res->warmup, &elapsed)) return -1;
     if (run_bw(s, size, res->iters, &elapsed)) return -1;
     res->have_bw = s->is_client;
-    res->bw_gbps = msgs * (double)size / elapsed / 1e9;
+    res->bw_GBps = msgs * (double)size / elapsed / 1e9;
     res->bw_msg_rate = msgs / elapsed;
   }
   if (o->tests & PERF_TEST_BIBW) {
     if (res->warmup && run_bibw(s, size, res->warmup, &elapsed)) return -1;
     if (run_bibw(s, size, res->iters, &elapsed)) return -1;
     res->have_bibw = s->is_client;
-    res->bibw_gbps = 2 * msgs * (double)size / elapsed / 1e9;
+    res->bibw_GBps = 2 * msgs * (double)size / elapsed / 1e9;
     res->bibw_msg_rate = 2 * msgs / elapsed;
   }
   return 0;

@@ -18,9 +18,9 @@ struct perf_result {
   int have_lat;
   struct perf_stats lat_us; /* one-way latency: half the round trip */
   int have_bw;
-  double bw_gbps, bw_msg_rate; /* client to server, messages per second */
+  double bw_GBps, bw_msg_rate; /* client to server: GB/s (1e9 bytes/s), messages per second */
   int have_bibw;
-  double bibw_gbps, bibw_msg_rate; /* both directions together */
+  double bibw_GBps, bibw_msg_rate; /* both directions together */
 };
 
 struct perf_session;

@@ -13,8 +13,11 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <rdma/fabric.h>
+
 #include "nccl/net.h"
 #include "perf_log.h"
+#include "srd/topo.h"
 #include "perf_transport.h"
 
 #define OUR_PLUGIN "libnccl-net-srd.so"
@@ -264,7 +267,7 @@ static int pick_table(struct plugin *p, const char *path, int version) {
     perf_error("%s does not export ncclNetPlugin_v%d (--net-version)", path, version);
     return -1;
   }
-  perf_error("%s exports none of ncclNetPlugin_v12 .. ncclNetPlugin_v8: not an ncclNet plugin of NCCL 2.19 or later",
+  perf_error("%s exports none of ncclNetPlugin_v12 .. ncclNetPlugin_v8: not an ncclNet plugin of NCCL 2.20 or later",
              path);
   return -1;
 }
@@ -384,6 +387,14 @@ struct perf_transport *perf_plugin_open(const char *path, int version, int dev, 
     return NULL;
   }
   const char *name = p->net.v8->name; /* name is the first member in every version */
+  /* Our plugin chooses its provider with the same code and environment as
+   * this process; another plugin's provider is not known ("" in the table,
+   * null in JSON). */
+  struct fi_info *infos = NULL;
+  char reason[160];
+  if (name && !strcmp(name, "SRD") &&
+      !srd_fabric_choose(&infos, p->base.provider, sizeof(p->base.provider), reason, sizeof(reason)))
+    fi_freeinfo(infos);
   snprintf(p->base.description, sizeof(p->base.description), "plugin %s (ncclNet v%d) %s", name ? name : "?",
            p->base.net_version, found);
   return &p->base;

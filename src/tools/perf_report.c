@@ -1,11 +1,13 @@
 #include "perf_report.h"
 
+#include <string.h>
+
 #include "config.h"
 #include "json_writer.h"
 
 void perf_report_header(FILE *out, const struct perf_transport *t, const struct perf_opts *o) {
   fprintf(out, "# srd-perf %s: %s\n", PACKAGE_VERSION, t->description);
-  fprintf(out, "# %s%s%s\n", t->device, t->provider[0] ? ", provider " : "", t->provider);
+  fprintf(out, "# %s, provider %s\n", t->device, t->provider[0] ? t->provider : "unknown (not our plugin)");
   fprintf(out, "# %d comm%s, window %d, group %d, host memory%s; latency is half the round trip\n", o->comms,
           o->comms == 1 ? "" : "s", o->window, o->group, o->check ? ", data checked" : "");
   fprintf(out, "%12s %7s", "size", "iters");
@@ -21,9 +23,45 @@ void perf_report_row(FILE *out, const struct perf_result *r, const struct perf_o
   perf_format_size(r->size, size, sizeof(size));
   fprintf(out, "%12s %7d", size, r->iters);
   if (o->tests & PERF_TEST_LAT) fprintf(out, " %11.2f %11.2f %11.2f", r->lat_us.p50, r->lat_us.avg, r->lat_us.p99);
-  if (o->tests & PERF_TEST_BW) fprintf(out, " %10.3f %12.4f", r->bw_gbps, r->bw_msg_rate / 1e6);
-  if (o->tests & PERF_TEST_BIBW) fprintf(out, " %10.3f", r->bibw_gbps);
+  if (o->tests & PERF_TEST_BW) fprintf(out, " %10.3f %12.4f", r->bw_GBps, r->bw_msg_rate / 1e6);
+  if (o->tests & PERF_TEST_BIBW) fprintf(out, " %10.3f", r->bibw_GBps);
   fputc('\n', out);
+  fflush(out);
+}
+
+static double ratio(double plugin, double raw) { return raw > 0 ? plugin / raw : 0.0; }
+
+void perf_report_compare(FILE *out, const struct perf_opts *o, const struct perf_side *plugin,
+                         const struct perf_side *raw) {
+  fprintf(out, "# srd-perf %s: %s\n#   against %s, the ceiling\n", PACKAGE_VERSION, plugin->description,
+          raw->description);
+  if (strcmp(plugin->provider, raw->provider))
+    fprintf(out, "# provider %s (plugin), %s (raw)\n", plugin->provider[0] ? plugin->provider : "unknown",
+            raw->provider);
+  else
+    fprintf(out, "# provider %s\n", raw->provider);
+  fprintf(out, "# plugin %s; raw %s\n", plugin->device, raw->device);
+  fprintf(out, "# %d comm%s, window %d, group %d, host memory%s; latency: p50 of half the round trip;"
+               " ratio = plugin / raw\n",
+          o->comms, o->comms == 1 ? "" : "s", o->window, o->group, o->check ? ", data checked" : "");
+  fprintf(out, "%12s", "size");
+  if (o->tests & PERF_TEST_LAT) fprintf(out, " %14s %9s %6s", "lat_us:plugin", "raw", "ratio");
+  if (o->tests & PERF_TEST_BW) fprintf(out, " %15s %9s %6s", "bw_GB/s:plugin", "raw", "ratio");
+  if (o->tests & PERF_TEST_BIBW) fprintf(out, " %17s %9s %6s", "bibw_GB/s:plugin", "raw", "ratio");
+  fputc('\n', out);
+  for (size_t i = 0; i < plugin->n && i < raw->n; i++) {
+    const struct perf_result *p = &plugin->results[i], *r = &raw->results[i];
+    char size[32];
+    perf_format_size(p->size, size, sizeof(size));
+    fprintf(out, "%12s", size);
+    if (o->tests & PERF_TEST_LAT)
+      fprintf(out, " %14.2f %9.2f %6.2f", p->lat_us.p50, r->lat_us.p50, ratio(p->lat_us.p50, r->lat_us.p50));
+    if (o->tests & PERF_TEST_BW)
+      fprintf(out, " %15.4f %9.4f %6.2f", p->bw_GBps, r->bw_GBps, ratio(p->bw_GBps, r->bw_GBps));
+    if (o->tests & PERF_TEST_BIBW)
+      fprintf(out, " %17.4f %9.4f %6.2f", p->bibw_GBps, r->bibw_GBps, ratio(p->bibw_GBps, r->bibw_GBps));
+    fputc('\n', out);
+  }
   fflush(out);
 }
 
@@ -62,11 +100,11 @@ int perf_report_json(FILE *out, const struct perf_transport *t, const struct per
       json_end_object(&w);
     }
     if (r->have_bw) {
-      json_double(&w, "bw_gbps", r->bw_gbps);
+      json_double(&w, "bw_GBps", r->bw_GBps);
       json_double(&w, "msg_rate", r->bw_msg_rate);
     }
     if (r->have_bibw) {
-      json_double(&w, "bibw_gbps", r->bibw_gbps);
+      json_double(&w, "bibw_GBps", r->bibw_GBps);
       json_double(&w, "bibw_msg_rate", r->bibw_msg_rate);
     }
     json_end_object(&w);

@@ -11,6 +11,17 @@
 
 void perf_report_header(FILE *out, const struct perf_transport *t, const struct perf_opts *o);
 void perf_report_row(FILE *out, const struct perf_result *r, const struct perf_opts *o);
+/* One finished sweep, kept for the side-by-side table. */
+struct perf_side {
+  char description[512], device[512], provider[64];
+  struct perf_result *results;
+  size_t n;
+};
+
+/* The default run: our plugin and raw libfabric on the same provider and
+ * NICs (the ceiling) at the same sizes, with plugin/raw ratios. */
+void perf_report_compare(FILE *out, const struct perf_opts *o, const struct perf_side *plugin,
+                         const struct perf_side *raw);
 /* Returns 0 when the document was well formed. */
 int perf_report_json(FILE *out, const struct perf_transport *t, const struct perf_opts *o,
                      const struct perf_result *results, size_t n);

@@ -33,16 +33,40 @@ static void mr_mode_text(uint64_t mode, char *buf, size_t len) {
   if (!buf[0]) snprintf(buf, len, "none");
 }
 
-static void param_value(enum srd_param p, char *buf, size_t len, int *set) {
+/* *state: 0 unset, 1 set and in force, -1 set but rejected (the default is
+ * in force; the plugin warns the same way). */
+static void param_value(enum srd_param p, char *buf, size_t len, int *state) {
   const struct srd_param_desc *d = srd_param_info(p);
   const char *env = getenv(d->name);
-  *set = env && *env;
+  *state = env && *env ? 1 : 0;
   if (d->is_string) {
     const char *v = srd_param_str(p);
     snprintf(buf, len, "%s", v ? v : "");
-  } else {
-    snprintf(buf, len, "%lld", (long long)srd_param_int(p));
+    return;
   }
+  int64_t n;
+  if (*state && (srd_param_parse_int(env, &n) || n < d->min || n > d->max)) *state = -1;
+  snprintf(buf, len, "%lld", (long long)srd_param_int(p));
+}
+
+static const char *param_state_text(const struct srd_param_desc *d, int state, char *buf, size_t len) {
+  if (state == 0) return "(default)";
+  if (state == 1) return "(set)";
+  snprintf(buf, len, "(invalid %s=%s: not in [%lld, %lld]; default in force)", d->name, getenv(d->name),
+           (long long)d->min, (long long)d->max);
+  return buf;
+}
+
+/* JSON numbers are doubles to most readers: above 2^53 write the exact
+ * decimal as a string instead (max_msg_size is often SIZE_MAX). */
+static void json_size(struct json_writer *w, const char *key, uint64_t v) {
+  if (v <= (UINT64_C(1) << 53)) {
+    json_uint(w, key, v);
+    return;
+  }
+  char text[32];
+  snprintf(text, sizeof(text), "%llu", (unsigned long long)v);
+  json_string(w, key, text);
 }
 
 /* The GPU memory decision of one device and why. */
@@ -66,8 +90,8 @@ static void json_gdr(struct json_writer *w, const struct srd_gdr_decision *d) {
 
 static void print_text(const struct info_report *r) {
   printf("srd-info %s\n\n", PACKAGE_VERSION);
-  printf("libfabric        %u.%u (built against %u.%u)\n", FI_MAJOR(r->fi_runtime), FI_MINOR(r->fi_runtime),
-         FI_MAJOR(r->fi_built), FI_MINOR(r->fi_built));
+  printf("libfabric        %u.%u (built against %u.%u, oldest supported %d.%d)\n", FI_MAJOR(r->fi_runtime),
+         FI_MINOR(r->fi_runtime), FI_MAJOR(r->fi_built), FI_MINOR(r->fi_built), SRD_FI_MIN_MAJOR, SRD_FI_MIN_MINOR);
   printf("providers       ");
   for (int i = 0; i < r->nproviders; i++) printf(" %s%s", r->providers[i].name, r->providers[i].rdm ? "" : "(no RDM)");
   printf("\n");
@@ -119,10 +143,10 @@ static void print_text(const struct info_report *r) {
   printf("\nsettings (NCCL_SRD_*)\n");
   for (int p = 0; p < SRD_PARAM_COUNT; p++) {
     const struct srd_param_desc *d = srd_param_info((enum srd_param)p);
-    char v[256];
-    int set;
-    param_value((enum srd_param)p, v, sizeof(v), &set);
-    printf("  %-28s %-12s %s\n", d->name, v[0] ? v : "(unset)", set ? "(set)" : "(default)");
+    char v[256], state_text[512];
+    int state;
+    param_value((enum srd_param)p, v, sizeof(v), &state);
+    printf("  %-28s %-12s %s\n", d->name, v[0] ? v : "(unset)", param_state_text(d, state, state_text, sizeof(state_text)));
   }
 
   printf("\n");
@@ -142,6 +166,8 @@ static int print_json(const struct info_report *r) {
   json_string(&w, "version", buf);
   snprintf(buf, sizeof(buf), "%u.%u", FI_MAJOR(r->fi_built), FI_MINOR(r->fi_built));
   json_string(&w, "built_against", buf);
+  snprintf(buf, sizeof(buf), "%d.%d", SRD_FI_MIN_MAJOR, SRD_FI_MIN_MINOR);
+  json_string(&w, "oldest_supported", buf);
   json_begin_array(&w, "providers");
   for (int i = 0; i < r->nproviders; i++) {
     json_begin_object(&w, NULL);
@@ -197,8 +223,8 @@ static int print_json(const struct info_report *r) {
   json_bool(&w, "gpu_peer_mem", r->gpu_peer_mem);
   TRI("write_order_128", c->write_order_128);
   json_bool(&w, "write_order_128_built", c->write_order_128_built);
-  json_uint(&w, "max_msg_size", c->max_msg_size);
-  json_uint(&w, "inject_size", c->inject_size);
+  json_size(&w, "max_msg_size", c->max_msg_size);
+  json_size(&w, "inject_size", c->inject_size);
   mr_mode_text(c->mr_mode, buf, sizeof(buf));
   json_string(&w, "mr_mode", buf);
   TRI("data_progress_auto", c->data_progress_auto);
@@ -207,13 +233,14 @@ static int print_json(const struct info_report *r) {
   json_begin_array(&w, "settings");
   for (int p = 0; p < SRD_PARAM_COUNT; p++) {
     const struct srd_param_desc *d = srd_param_info((enum srd_param)p);
-    int set;
-    param_value((enum srd_param)p, buf, sizeof(buf), &set);
+    int state;
+    param_value((enum srd_param)p, buf, sizeof(buf), &state);
     json_begin_object(&w, NULL);
     json_string(&w, "name", d->name);
     if (d->is_string) json_string(&w, "value", buf[0] ? buf : NULL);
     else json_int(&w, "value", srd_param_int((enum srd_param)p));
-    json_bool(&w, "set", set);
+    json_bool(&w, "set", state != 0);
+    json_bool(&w, "valid", state >= 0);
     json_string(&w, "doc", d->doc);
     json_end_object(&w);
   }

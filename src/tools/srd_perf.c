@@ -63,7 +63,7 @@ static int swap_status(int fd, int mine, int timeout_s) {
   return in == 'k' ? 0 : -1;
 }
 
-static void progress(size_t done, size_t total, size_t size) {
+static void progress(const char *what, size_t done, size_t total, size_t size) {
   static int tty = -1;
   if (tty < 0) tty = isatty(STDERR_FILENO);
   if (!tty || total < 2) return;
@@ -73,11 +73,13 @@ static void progress(size_t done, size_t total, size_t size) {
   }
   char s[32];
   perf_format_size(size, s, sizeof(s));
-  fprintf(stderr, "\r\033[Ksrd-perf: %s (%zu of %zu sizes)", s, done + 1, total);
+  fprintf(stderr, "\r\033[Ksrd-perf: %s%s (%zu of %zu sizes)", what, s, done + 1, total);
 }
 
-/* One side of a run: open the transport, connect, run every size. */
-static int run(struct perf_opts *o, int fd, int is_client) {
+/* One side of a run: open the transport, connect, run every size. The
+ * client prints the table or JSON, or, given keep, keeps the results for the
+ * side-by-side table instead. */
+static int run(struct perf_opts *o, int fd, int is_client, struct perf_side *keep) {
   struct perf_transport *t = NULL;
   struct perf_session *s = NULL;
   struct perf_result *results = NULL;
@@ -87,8 +89,12 @@ static int run(struct perf_opts *o, int fd, int is_client) {
    * while the client holds its lines back until it knows. */
   if (!is_client) {
     if (agree_options(fd, o, 0)) return 1;
+    /* In a local run the server speaks for both processes about the
+     * transport: the user started no server. */
+    if (o->role == PERF_ROLE_LOCAL) perf_log_set_name("srd-perf");
     t = o->raw ? perf_raw_open(o->dev, o->cuda) : perf_plugin_open(o->plugin, o->net_version, o->dev, o->cuda);
     if (swap_status(fd, t != NULL, o->timeout_s)) goto out;
+    if (o->role == PERF_ROLE_LOCAL) perf_log_set_name("srd-perf[server]");
   } else {
     char in;
     if (agree_options(fd, o, 1)) return 1;
@@ -109,22 +115,31 @@ static int run(struct perf_opts *o, int fd, int is_client) {
   results = calloc(nsizes, sizeof(*results));
   s = results ? perf_session_open(t, fd, o, is_client) : NULL;
   if (!s) goto out;
-  if (is_client && !o->json) perf_report_header(stdout, t, o);
+  const int table = is_client && !o->json && !keep;
+  const char *what = keep ? (o->raw ? "raw: " : "plugin: ") : "";
+  if (table) perf_report_header(stdout, t, o);
   for (size_t i = 0; i < nsizes; i++) {
-    if (is_client) progress(i, nsizes, sizes[i]);
+    if (is_client) progress(what, i, nsizes, sizes[i]);
     if (perf_session_run(s, sizes[i], &results[i])) {
-      if (is_client) progress(nsizes, nsizes, 0);
+      if (is_client) progress(what, nsizes, nsizes, 0);
       goto out;
     }
-    if (is_client && !o->json) {
-      progress(nsizes, nsizes, 0);
+    if (table) {
+      progress(what, nsizes, nsizes, 0);
       perf_report_row(stdout, &results[i], o);
     }
   }
-  if (is_client) progress(nsizes, nsizes, 0);
+  if (is_client) progress(what, nsizes, nsizes, 0);
   if (perf_ctrl_barrier(fd, o->timeout_s, "the end of the run")) goto out;
   rc = 0;
   if (is_client && o->json && perf_report_json(stdout, t, o, results, nsizes)) rc = 1;
+  if (is_client && keep) {
+    snprintf(keep->description, sizeof(keep->description), "%s", t->description);
+    snprintf(keep->device, sizeof(keep->device), "%s", t->device);
+    snprintf(keep->provider, sizeof(keep->provider), "%s", t->provider);
+    keep->results = results, keep->n = nsizes;
+    results = NULL;
+  }
 out:
   if (perf_session_close(s)) rc = 1;
   if (t) t->ops->destroy(t);
@@ -158,7 +173,7 @@ static void pin_to(int nth) {
   perf_error("--pin: fewer than 2 CPUs available; not pinned");
 }
 
-static int run_local(struct perf_opts *o) {
+static int run_local(struct perf_opts *o, struct perf_side *keep) {
   int fds[2];
   if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds)) {
     perf_error("socketpair: %s", strerror(errno));
@@ -174,14 +189,14 @@ static int run_local(struct perf_opts *o) {
     close(fds[0]);
     perf_log_set_name("srd-perf[server]");
     if (o->pin) pin_to(1);
-    int rc = run(o, fds[1], 0);
+    int rc = run(o, fds[1], 0, NULL);
     close(fds[1]);
     exit(rc); /* stdout was flushed before fork: nothing is written twice */
   }
   close(fds[1]);
   perf_log_set_name("srd-perf[client]");
   if (o->pin) pin_to(0);
-  int rc = run(o, fds[0], 1);
+  int rc = run(o, fds[0], 1, keep);
   close(fds[0]); /* a server still waiting on us sees the channel close */
   int status = 0;
   if (!wait_child(child, o->timeout_s, &status)) {
@@ -200,6 +215,25 @@ static int run_local(struct perf_opts *o) {
   return rc;
 }
 
+/* The default run: what our plugin reaches against what libfabric itself
+ * reaches on the same provider and NICs, so a new user sees at once what is
+ * good. */
+static int run_compare(struct perf_opts *o) {
+  struct perf_side plugin, raw;
+  memset(&plugin, 0, sizeof(plugin));
+  memset(&raw, 0, sizeof(raw));
+  int rc = run_local(o, &plugin);
+  if (!rc) {
+    o->raw = 1;
+    rc = run_local(o, &raw);
+    o->raw = 0;
+  }
+  if (!rc) perf_report_compare(stdout, o, &plugin, &raw);
+  free(plugin.results);
+  free(raw.results);
+  return rc;
+}
+
 int main(int argc, char **argv) {
   struct perf_opts o;
   char err[512];
@@ -208,11 +242,12 @@ int main(int argc, char **argv) {
   case PERF_ARGS_ERROR: fprintf(stderr, "srd-perf: %s\n", err); return 2;
   case PERF_ARGS_OK: break;
   }
-  if (o.role == PERF_ROLE_LOCAL) return run_local(&o);
+  if (o.compare) return run_compare(&o);
+  if (o.role == PERF_ROLE_LOCAL) return run_local(&o, NULL);
   int fd = o.role == PERF_ROLE_SERVER ? perf_ctrl_serve(o.port, o.timeout_s)
                                       : perf_ctrl_connect(o.host, o.port, o.timeout_s);
   if (fd < 0) return 1;
-  int rc = run(&o, fd, o.role == PERF_ROLE_CLIENT);
+  int rc = run(&o, fd, o.role == PERF_ROLE_CLIENT, NULL);
   close(fd);
   return rc;
 }

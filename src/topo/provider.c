@@ -1,3 +1,4 @@
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,8 +23,9 @@ static struct fi_info *base_hints(const char *prov) {
   h->domain_attr->threading = FI_THREAD_DOMAIN;
   h->domain_attr->control_progress = FI_PROGRESS_UNSPEC;
   h->domain_attr->data_progress = FI_PROGRESS_UNSPEC;
-  h->tx_attr->msg_order = FI_ORDER_NONE;
-  h->rx_attr->msg_order = FI_ORDER_NONE;
+  /* No ordering asked for (FI_ORDER_NONE, deprecated in libfabric 2.x, is 0). */
+  h->tx_attr->msg_order = 0;
+  h->rx_attr->msg_order = 0;
   if (prov) h->fabric_attr->prov_name = strdup(prov);
   return h;
 }
@@ -90,17 +92,31 @@ int srd_fabric_choose(struct fi_info **infos, char *provider, size_t provider_le
     }
     snprintf(reason, reason_len, "requested by %s=%s", why, forced);
   } else {
-    static const char *const order[] = {"efa", "tcp;ofi_rxm", "shm"};
+    /* libfabric 2.x's tcp provider is RDM itself; its ofi_rxm crashes in its
+     * own error path (rxm_handle_comp_error) when a peer dies, so on 2.x the
+     * native provider comes first. 1.x has no RDM tcp: "tcp" is rxm there. */
+    const bool v2 = FI_MAJOR(fi_version()) >= 2;
+    static const char *const order_v1[] = {"efa", "tcp;ofi_rxm", "shm"};
+    static const char *const order_v2[] = {"efa", "tcp", "tcp;ofi_rxm", "shm"};
+    const char *const *order = v2 ? order_v2 : order_v1;
+    const size_t n = v2 ? sizeof(order_v2) / sizeof(order_v2[0]) : sizeof(order_v1) / sizeof(order_v1[0]);
+    const char *tried = v2 ? "efa, tcp, tcp;ofi_rxm, shm" : "efa, tcp;ofi_rxm, shm";
     size_t i;
-    for (i = 0; i < sizeof(order) / sizeof(order[0]); i++)
+    for (i = 0; i < n; i++)
       if (!try_provider(order[i], infos)) break;
-    if (i == sizeof(order) / sizeof(order[0])) {
-      SRD_WARN("no libfabric provider offers RDM endpoints with messages, RMA and remote CQ data (tried efa, "
-               "tcp;ofi_rxm, shm)");
+    if (i == n) {
+      SRD_WARN("no libfabric provider offers RDM endpoints with messages, RMA and remote CQ data (tried %s)", tried);
       explain_rejection(NULL);
       return -1;
     }
-    snprintf(reason, reason_len, i == 0 ? "efa is preferred when present" : "first usable of efa, tcp;ofi_rxm, shm");
+    if (i == 0)
+      snprintf(reason, reason_len, "efa is preferred when present");
+    else if (v2 && !strcmp(order[i], "tcp"))
+      snprintf(reason, reason_len,
+               "first usable of %s; libfabric %u.%u: native tcp before tcp;ofi_rxm, whose error path crashes", tried,
+               FI_MAJOR(fi_version()), FI_MINOR(fi_version()));
+    else
+      snprintf(reason, reason_len, "first usable of %s", tried);
   }
   snprintf(provider, provider_len, "%s", (*infos)->fabric_attr->prov_name);
   return 0;

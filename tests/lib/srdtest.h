@@ -200,7 +200,7 @@ struct st_case {
 };
 
 /* Runs every case for every provider: argv[1] (a comma-separated list of
- * providers), else $SRD_TEST_PROVIDERS, else "tcp;ofi_rxm,shm". Optional
+ * providers), else $SRD_TEST_PROVIDERS, else "tcp,shm". Optional
  * argv[2]: run only the case with that name. Prints one PASS/FAIL line per
  * case and provider; returns the process exit status. */
 int st_main(int argc, char **argv, const struct st_case *cases, int ncases);

@@ -1,7 +1,7 @@
 #!/bin/sh
 # The size and grouped-receive tests between two "hosts": rank 0 in one
 # network namespace, rank 1 in the other, joined by 4 veth rails
-# (tests/netns/netns.sh), over tcp;ofi_rxm. Messages from 256 KiB up
+# (tests/netns/netns.sh), over tcp (tcp;ofi_rxm on libfabric 1.x). Messages from 256 KiB up
 # (NCCL_SRD_STRIPE_THRESHOLD) are striped over every rail. Then the same with
 # 1 rail on side a against 4 on side b (NCCL_SRD_IFNAME names va0 and vb0..vb3;
 # each side sees only its own): then va0 must carry all of it and va1..va3
@@ -15,7 +15,7 @@ netns="$here/netns.sh"
 dir="${top_builddir:-.}/tests/functional"
 export SRD_NETNS="srdrail$$"
 SRD_TEST_NETNS="$SRD_NETNS-a,$SRD_NETNS-b"
-NCCL_SRD_PROVIDER='tcp;ofi_rxm'
+NCCL_SRD_PROVIDER='tcp'
 export SRD_TEST_NETNS NCCL_SRD_PROVIDER
 unset FI_PROVIDER NCCL_SRD_IFNAME NCCL_SRD_RAILS
 fails=0
@@ -73,17 +73,17 @@ check_one_rail() {
 
 echo "### 4 rails against 4 rails"
 before="$(traffic va0) $(traffic va1) $(traffic va2) $(traffic va3)"
-run "$dir/sizes" 'tcp;ofi_rxm'
+run "$dir/sizes" 'tcp'
 # sizes sends a 64 MiB message at least once: 16 MiB a rail when striped.
 check_striped 12
-run "$dir/groups" 'tcp;ofi_rxm'
+run "$dir/groups" 'tcp'
 
 echo "### 1 rail (va0) against 4 rails (vb0..vb3)"
 before="$(traffic va0) $(traffic va1) $(traffic va2) $(traffic va3)"
-NCCL_SRD_IFNAME=va0,vb0,vb1,vb2,vb3 run "$dir/sizes" 'tcp;ofi_rxm'
+NCCL_SRD_IFNAME=va0,vb0,vb1,vb2,vb3 run "$dir/sizes" 'tcp'
 # sizes moves over 64 MiB in its largest message alone.
 check_one_rail 64
-NCCL_SRD_IFNAME=va0,vb0,vb1,vb2,vb3 run "$dir/groups" 'tcp;ofi_rxm'
+NCCL_SRD_IFNAME=va0,vb0,vb1,vb2,vb3 run "$dir/groups" 'tcp'
 
 [ "$fails" -eq 0 ] || { echo "multirail: $fails run(s) failed"; exit 1; }
 echo "multirail: all runs passed"

@@ -1,6 +1,6 @@
 #!/bin/sh
 # A rail dies mid-transfer: tests/functional/raildown streams 16 MiB messages
-# between two namespaces joined by 4 veth rails (tcp;ofi_rxm, striped over all
+# between two namespaces joined by 4 veth rails (tcp, striped over all
 # of them) and cuts rail 2 (`netns.sh cut 2`: va2 down) while one is in
 # flight. Both sides must get an error within 30 s, never hang, never deliver
 # wrong bytes, and close cleanly. Skips (77) where namespaces cannot be made.
@@ -19,4 +19,4 @@ unset FI_PROVIDER NCCL_SRD_IFNAME NCCL_SRD_RAILS
 "$netns" check || exit $?
 trap '"$netns" down' EXIT
 "$netns" up 4 || exit 99
-"$prog" 'tcp;ofi_rxm'
+"$prog" 'tcp'

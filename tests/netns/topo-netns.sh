@@ -18,7 +18,7 @@ trap '"$netns" down' EXIT
 
 # The output of list_nics inside srd-a, with the given environment.
 discover() {
-  env -u FI_PROVIDER NCCL_SRD_PROVIDER='tcp;ofi_rxm' "$@" "$netns" run a "$list_nics" 2>&1
+  env -u FI_PROVIDER NCCL_SRD_PROVIDER='tcp' "$@" "$netns" run a "$list_nics" 2>&1
 }
 
 expect() {

@@ -64,8 +64,8 @@ for prov in $providers; do
   export FI_PROVIDER="$prov" NCCL_SRD_PROVIDER="$prov"
   lat_plugin=$(measure p50 -t lat -b 8 -e 8)
   lat_raw=$(measure p50 --raw -t lat -b 8 -e 8)
-  bw_plugin=$(measure bw_gbps -t bw -b 64M -e 64M -n 20)
-  bw_raw=$(measure bw_gbps --raw -t bw -b 64M -e 64M -n 20)
+  bw_plugin=$(measure bw_GBps -t bw -b 64M -e 64M -n 20)
+  bw_raw=$(measure bw_GBps --raw -t bw -b 64M -e 64M -n 20)
   echo "| $prov | ${rails:-1} | $lat_plugin | $lat_raw | $(ratio "$lat_plugin" "$lat_raw") | $bw_plugin | $bw_raw |" \
     "$(ratio "$bw_plugin" "$bw_raw") |"
 done

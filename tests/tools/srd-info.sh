@@ -27,6 +27,19 @@ grep -q '"name": "shm"' "$tmp/shm" || fail "FI_PROVIDER=shm did not choose shm"
 NCCL_SRD_EAGER_MAX=4K "$bin" --json > "$tmp/param" || fail "srd-info with a setting exited non-zero"
 grep -A2 '"NCCL_SRD_EAGER_MAX"' "$tmp/param" | grep -q '"value": 4096' || fail "setting in force not shown"
 
+# A rejected value is shown as such, with the default in force.
+NCCL_SRD_EAGER_MAX=1M "$bin" > "$tmp/bad" 2>&1 || fail "srd-info with a rejected setting exited non-zero"
+grep -q 'NCCL_SRD_EAGER_MAX  *8192  *(invalid NCCL_SRD_EAGER_MAX=1M' "$tmp/bad" ||
+  { cat "$tmp/bad"; fail "a rejected setting is not shown as invalid with the default in force"; }
+grep -q '^libfabric .*oldest supported 1\.17)' "$tmp/out" || fail "the oldest supported libfabric is not stated"
+
+# libfabric 2.x's ofi_rxm crashes in its error path: with no provider named,
+# native tcp comes first there.
+major=$(sed -n 's/^libfabric *\([0-9][0-9]*\)\..*/\1/p' "$tmp/out")
+if [ "${major:-0}" -ge 2 ] && grep -q '^chosen provider  tcp;ofi_rxm' "$tmp/out"; then
+  fail "libfabric $major.x: tcp;ofi_rxm chosen before native tcp"
+fi
+
 # A GPU machine described by a topology file: the GPU has no NIC of ours
 # behind its switch, and host-only tcp cannot register GPU memory.
 NCCL_SRD_TOPO_FILE="${top_srcdir:-.}/tests/topo/single.xml" "$bin" --json > "$tmp/gpu" ||

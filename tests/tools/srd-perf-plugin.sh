@@ -10,10 +10,15 @@ tmp=$(mktemp -d) || exit 99
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
-for prov in "tcp;ofi_rxm" shm; do
+for prov in tcp shm; do
   echo "== $prov"
-  NCCL_SRD_PROVIDER="$prov" timeout 120 "$bin" --check -b 0 -e 1M -f 8 -n 20 -w 2 -t all ||
-    fail "$prov: basic"
+  # The default run: plugin and raw side by side, naming the provider.
+  NCCL_SRD_PROVIDER="$prov" timeout 240 "$bin" --check -b 0 -e 1M -f 8 -n 20 -w 2 -t all > "$tmp/default" ||
+    { cat "$tmp/default"; fail "$prov: basic"; }
+  cat "$tmp/default"
+  grep -q "^# provider $prov" "$tmp/default" || fail "$prov: the default run does not name the provider"
+  grep -q "lat_us:plugin .* bw_GB/s:plugin .* bibw_GB/s:plugin .*ratio" "$tmp/default" ||
+    fail "$prov: the default run does not put plugin and raw side by side"
   NCCL_SRD_PROVIDER="$prov" timeout 120 "$bin" --plugin "$lib" --check -b 8 -e 256K -f 64 -n 30 -w 1 -c 4 -W 16 \
     -g 4 -t bw,bibw || fail "$prov: 4 comms, window 16, groups of 4"
   for v in 8 9 10 11 12; do
@@ -24,5 +29,6 @@ for prov in "tcp;ofi_rxm" shm; do
   NCCL_SRD_PROVIDER="$prov" timeout 120 "$bin" --json -b 8 -e 64K -f 8 -n 10 > "$tmp/json" || fail "$prov: json run"
   json_check "$tmp/json" || { cat "$tmp/json"; fail "$prov: --json is not valid JSON"; }
   grep -q '"transport": "plugin"' "$tmp/json" || fail "$prov: JSON lacks the transport"
+  grep -q "\"provider\": \"$prov" "$tmp/json" || fail "$prov: JSON does not name our plugin's provider"
 done
 echo "PASS"

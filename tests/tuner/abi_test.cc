@@ -183,6 +183,14 @@ void check_library(const char *name) {
   algo = proto = -1;
   ASSERT_EQ(v2->getCollInfo(ctx, ncclFuncAllReduce, 8, 1, 1, 1, &algo, &proto, &channels), ncclSuccess);
   EXPECT_EQ(algo, -1) << "with CollNet/NVLS offered, v2 leaves the choice to NCCL";
+  // Only NCCL 2.21 loads v2 and it has no PAT (algorithm 6 is past its
+  // tables): never name it, even where v3+ would (one rank per node).
+  for (ncclFunc_t coll : {ncclFuncAllGather, ncclFuncReduceScatter})
+    for (size_t bytes = 8; bytes <= (size_t(1) << 30); bytes *= 4) {
+      algo = proto = -1;
+      ASSERT_EQ(v2->getCollInfo(ctx, coll, bytes, 0, 0, 1, &algo, &proto, &channels), ncclSuccess);
+      EXPECT_NE(algo, NCCL_ALGO_PAT) << name << " v2 coll " << coll << " " << bytes << " bytes";
+    }
   ASSERT_EQ(v2->destroy(ctx), ncclSuccess);
 
   // v3: cost table, no regBuff.
