@@ -134,6 +134,7 @@ struct srd_comm {
   uint64_t last_heard_ms, last_ping_ms;
   uint64_t last_wait_ms; /* last isend that found no clear-to-send */
   uint64_t probe_refused_since_ms;
+  uint64_t peer_gone_ms; /* shm: when a scan first found the peer's process gone */
   /* Messages by path, logged at INFO when the comm closes: which path a
    * message took is otherwise invisible (users tuning NCCL_SRD_EAGER_MAX,
    * tests checking the eager boundary and striping). */

@@ -44,8 +44,12 @@ void srd_dev_probe_silent_peers(struct srd_dev *dev, uint64_t now) {
       last_pid = c->peer_pid;
       last_gone = kill((pid_t)c->peer_pid, 0) && errno == ESRCH;
     }
+    /* What the peer wrote or sent before it exited may still wait in our
+     * CQ (its sends completed on its side): fail only at the next scan, after
+     * progress has dispatched it. */
     if (dev->host_local && c->peer_pid && last_gone) {
-      srd_comm_fail(c, SRD_ERR_REMOTE, "peer process %u exited", c->peer_pid);
+      if (!c->peer_gone_ms) c->peer_gone_ms = now;
+      else if (now > c->peer_gone_ms) srd_comm_fail(c, SRD_ERR_REMOTE, "peer process %u exited", c->peer_pid);
       continue;
     }
     bool waiting = c->reqs_in_flight > 0 || now - c->last_wait_ms < 2 * quiet;
