@@ -9,8 +9,10 @@
 # nccl-tests as source in .device/nccl-tests (built here with MPI) or built
 # (NCCL_TESTS=dir with *_perf).
 # Variants: socket (NCCL_NET=Socket), srd (our plugin, no NCCL_SRD_* set),
-# srd-nolanes (NCCL_SRD_PROGRESS_THREADS=0); FORCED adds runs of socket and srd
-# with NCCL_ALGO/NCCL_PROTO forced equal, small sizes only (per-hop cost).
+# srd-nolanes (NCCL_SRD_PROGRESS_THREADS=0), base (another build of the plugin,
+# BASE_NET=path: an older commit for an A/B in the same call); FORCED adds runs
+# of socket and srd (and base when BASE_NET is set) with NCCL_ALGO/NCCL_PROTO
+# forced equal, small sizes only (per-hop cost).
 # Knobs: RANKS="2 4 8" VARIANTS="socket srd srd-nolanes"
 #        FORCED="Ring/LL Tree/LL Ring/Simple" (empty: none) SMALL_MAX=128K
 #        RUN_TIMEOUT=180 BUDGET_S= (no new run starts after this many seconds)
@@ -32,6 +34,12 @@ SMALL_MAX=${SMALL_MAX:-128K}
 RUN_TIMEOUT=${RUN_TIMEOUT:-180}
 net=$PWD/.device/install/lib/libnccl-net-srd.so
 [ -e "$net" ] || { echo "no plugin at $net (make install into .device/install)" | tee "$out/error.txt"; exit 1; }
+BASE_NET=${BASE_NET:-}
+forced_variants="socket srd"
+if [ -n "$BASE_NET" ]; then
+  [ -e "$BASE_NET" ] || { echo "no plugin at BASE_NET=$BASE_NET" | tee "$out/error.txt"; exit 1; }
+  forced_variants="$forced_variants base"
+fi
 
 tests_dir=${NCCL_TESTS:-}
 if [ -z "$tests_dir" ]; then
@@ -67,6 +75,7 @@ run() {
     socket) envs="NCCL_NET=Socket" ;;
     srd) envs="NCCL_NET_PLUGIN=$net" ;;
     srd-nolanes) envs="NCCL_NET_PLUGIN=$net NCCL_SRD_PROGRESS_THREADS=0" ;;
+    base) envs="NCCL_NET_PLUGIN=$BASE_NET" ;;
   esac
   [ "$forced" = - ] || envs="$envs NCCL_ALGO=${forced%/*} NCCL_PROTO=${forced#*/}"
   echo "# $envs" >"$log"
@@ -85,7 +94,7 @@ for n in $RANKS; do
     run "$n-$v" "$v" "$n" - "8 $SMALL_MAX 50 10" "2M 2M 20 5" "128M 128M 5 2" "256M 1G 5 2"
   done
   for f in $FORCED; do
-    for v in socket srd; do run "$n-$v-${f/\//-}" "$v" "$n" "$f" "8 $SMALL_MAX 50 10"; done
+    for v in $forced_variants; do run "$n-$v-${f/\//-}" "$v" "$n" "$f" "8 $SMALL_MAX 50 10"; done
   done
 done
 
@@ -125,14 +134,15 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a == "-" || b == "-" || b == 0) pr
     echo
     echo "Forced equal (NCCL_ALGO/NCCL_PROTO on both sides), out-of-place us:"
     echo
-    echo "| ranks | algo/proto | size | Socket | ours | ours/Socket |"
-    echo "|---|---|---|---|---|---|"
+    echo "| ranks | algo/proto | size | Socket | ours | ours/Socket | base | base/Socket |"
+    echo "|---|---|---|---|---|---|---|---|"
     for n in $RANKS; do
       for f in $FORCED; do
         for size in 8 1024 131072; do
           a=$(at "$out/$n-socket-${f/\//-}.log" $size 2)
           b=$(at "$out/$n-srd-${f/\//-}.log" $size 2)
-          echo "| $n | $f | $size | $a | $b | $(ratio "$b" "$a") |"
+          c=$(at "$out/$n-base-${f/\//-}.log" $size 2)
+          echo "| $n | $f | $size | $a | $b | $(ratio "$b" "$a") | $c | $(ratio "$c" "$a") |"
         done
       done
     done
