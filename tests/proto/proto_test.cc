@@ -42,9 +42,18 @@ struct Write {
   uint64_t raddr;
 };
 
+struct Read {
+  srd_rail *rail;
+  srd_op *op;
+  uint64_t raddr, key;
+};
+
 struct Fake {
   std::deque<Sent> sends;
   std::deque<Write> writes;
+  std::deque<Read> reads;
+  int read_refused = 0; // flush_read fails with this
+
   bool no_buffers = false;
   bool provider_full = false;
   int bufs_out = 0;
@@ -84,8 +93,14 @@ uint64_t mr_key(fid_mr *) { return 0x5eed; }
 int poll(srd_rail *, int) { return 0; }
 int link_down(const srd_rail *) { return 0; }
 
-const srd_rail_ops kFake = {av_insert, av_remove, get_send_buf, put_send_buf, send, write,
-                            queue_write, mr_desc, mr_key, poll, link_down};
+int flush_read(srd_rail *rail, uint64_t raddr, uint64_t key, srd_op *op) {
+  if (g.read_refused) return g.read_refused;
+  g.reads.push_back({rail, op, raddr, key});
+  return 0;
+}
+
+const srd_rail_ops kFake = {av_insert, av_remove, get_send_buf, put_send_buf, send,      write,
+                            queue_write, mr_desc, mr_key, poll, link_down, flush_read};
 
 // Addresses: a comm's peer address is the index of the peer's device.
 srd_dev *dest_dev(fi_addr_t a) { return g.devs[a]; }
