@@ -20,6 +20,8 @@ extern "C" {
 }
 #pragma GCC diagnostic pop
 
+#include "fake_cuda.h"
+
 namespace {
 
 constexpr size_t kEagerMax = 1024;
@@ -174,6 +176,7 @@ class Proto : public ::testing::Test {
     // Run what the fake still holds, as a provider would at close.
     while (!g.writes.empty()) complete_write(0);
     while (!g.sends.empty()) complete_send(0);
+    while (!g.reads.empty()) complete_read(0);
     free_dev(&a);
     free_dev(&b);
     EXPECT_EQ(0, g.bufs_out) << "control buffers leaked";
@@ -209,6 +212,19 @@ class Proto : public ::testing::Test {
     w.op->done(w.op, err, err ? "fake failure" : nullptr);
   }
 
+  void complete_read(size_t i, int err = 0) {
+    Read rd = g.reads.at(i);
+    g.reads.erase(g.reads.begin() + static_cast<long>(i));
+    rd.op->done(rd.op, err, err ? "fake failure" : nullptr);
+  }
+  srd_req *iflush(std::vector<char> &buf, Reg &reg, int size, int expect_rc = 0) {
+    void *data[] = {buf.data()};
+    int sizes[] = {size};
+    srd_mr_ref *mrs[] = {&reg.ref};
+    srd_req *req = nullptr;
+    EXPECT_EQ(expect_rc, srd_proto_iflush(r, 1, data, sizes, mrs, &req));
+    return req;
+  }
   srd_req *isend(std::vector<char> &buf, Reg &reg, size_t size, int tag, int expect_rc = 0) {
     srd_req *req = nullptr;
     EXPECT_EQ(expect_rc, srd_proto_isend(s, buf.data(), size, tag, &reg.ref, &req));
@@ -525,4 +541,56 @@ int main(int argc, char **argv) {
   setenv("NCCL_SRD_CLOSE_TIMEOUT_MS", "50", 1);
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
+}
+
+// iflush: nothing unless the device's decision asks for a flush (efa writing
+// GPU memory over PCIe); then one loopback read per rail of the received
+// buffer, and the request completes when every read has.
+TEST_F(Proto, NoFlushWhereTheDeviceNeedsNone) {
+  std::vector<char> in(4096);
+  Reg ri(in);
+  EXPECT_EQ(nullptr, iflush(in, ri, 4096));
+  EXPECT_TRUE(g.reads.empty());
+}
+
+TEST_F(Proto, FlushReadsTheBufferAndCompletesWithTheRead) {
+  b.gdr.flush = true;
+  std::vector<char> in(4096);
+  Reg ri(in);
+  EXPECT_EQ(nullptr, iflush(in, ri, 0)) << "a buffer that received nothing needs no flush";
+  EXPECT_TRUE(g.reads.empty());
+  srd_req *fr = iflush(in, ri, 4096);
+  ASSERT_TRUE(fr);
+  ASSERT_EQ(1u, g.reads.size()) << "one read per rail";
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(in.data()), g.reads[0].raddr);
+  EXPECT_EQ(0x5eedu, g.reads[0].key);
+  EXPECT_FALSE(fr->done) << "done only when the read is";
+  complete_read(0);
+  EXPECT_TRUE(fr->done);
+  EXPECT_EQ(0, fr->result);
+  srd_req_release(fr);
+}
+
+TEST_F(Proto, FailedFlushReadFailsTheRequest) {
+  b.gdr.flush = true;
+  std::vector<char> in(4096);
+  Reg ri(in);
+  srd_req *fr = iflush(in, ri, 100);
+  ASSERT_TRUE(fr);
+  complete_read(0, FI_EIO);
+  EXPECT_TRUE(fr->done);
+  EXPECT_EQ(SRD_ERR_SYSTEM, fr->result);
+  srd_req_release(fr);
+}
+
+TEST_F(Proto, RefusedFlushReadFallsBackToTheDriver) {
+  fake::Driver driver;
+  b.gdr.flush = true;
+  g.read_refused = -FI_ENOSYS;
+  std::vector<char> in(4096);
+  Reg ri(in);
+  EXPECT_EQ(nullptr, iflush(in, ri, 4096)) << "flushed synchronously";
+  EXPECT_EQ(1, fake::state.flushes);
+  EXPECT_EQ(0, r->result);
+  EXPECT_EQ(0, r->reqs_in_flight) << "the request taken for the reads went back";
 }
