@@ -142,6 +142,7 @@ struct Reg {
     mr.base = reinterpret_cast<uintptr_t>(buf.data());
     mr.len = buf.size();
     mr.refs = 1;
+    mr.device = -1; // host memory
     mr.handle = &mrs;
     ref.mr = &mr;
     ref.addr = mr.base;
@@ -593,4 +594,27 @@ TEST_F(Proto, RefusedFlushReadFallsBackToTheDriver) {
   EXPECT_EQ(1, fake::state.flushes);
   EXPECT_EQ(0, r->result);
   EXPECT_EQ(0, r->reqs_in_flight) << "the request taken for the reads went back";
+}
+
+// A small send from GPU memory waits for the clear-to-send and is written,
+// even to a receiver that takes eager data: the CPU cannot copy it.
+TEST_F(Proto, GpuMemoryNeverGoesEagerly) {
+  std::vector<char> out = pattern(100, 4), in(4096);
+  Reg ro(out), ri(in);
+  ro.mr.device = 0;
+  EXPECT_EQ(nullptr, isend(out, ro, out.size(), 3, SRD_AGAIN)) << "no eager send from GPU memory";
+  EXPECT_TRUE(g.sends.empty());
+  Reg *regs[] = {&ri};
+  int tag = 3;
+  srd_req *rr = irecv(1, &in, regs, &tag);
+  deliver_and_complete_sends();
+  srd_req *sr = isend(out, ro, out.size(), 3);
+  ASSERT_TRUE(sr);
+  ASSERT_EQ(1u, g.writes.size()) << "written after the clear-to-send";
+  deliver_write(0);
+  complete_write(0);
+  EXPECT_TRUE(rr->done && sr->done);
+  EXPECT_EQ(0, memcmp(out.data(), in.data(), 100));
+  srd_req_release(sr);
+  srd_req_release(rr);
 }
