@@ -18,7 +18,7 @@ static void flush_read_done(struct srd_op *op, int err, const char *errstr) {
   struct srd_comm *c = r->comm;
   c->ops_in_flight--;
   if (err) {
-    srd_comm_fail(c, SRD_ERR_SYSTEM, "flush read failed: %s", errstr ? errstr : fi_strerror(err));
+    srd_comm_fail(c, SRD_ERR_SYSTEM, "flush read failed: %s", errstr ? errstr : fi_strerror(-err));
     srd_req_finish(r, SRD_ERR_SYSTEM);
   } else if (++r->completed == r->nstripes) {
     srd_req_finish(r, SRD_OK);
@@ -44,10 +44,10 @@ int srd_proto_iflush(struct srd_comm *c, int n, void **data, const int *sizes, s
   if (c->result) return c->result;
   struct srd_dev *dev = c->dev;
   if (!dev->gdr.flush) return SRD_OK;
-  /* Any buffer that received bytes will do: one read per rail flushes every
-   * write that rail completed before it. */
+  /* Any GPU buffer that received bytes will do: one read per rail flushes
+   * every write that rail completed before it. Host buffers need none. */
   int i = n - 1;
-  while (i >= 0 && (!sizes || sizes[i] <= 0 || !data[i] || !mrs[i])) i--;
+  while (i >= 0 && (!sizes || sizes[i] <= 0 || !data[i] || !mrs[i] || mrs[i]->mr->device < 0)) i--;
   if (i < 0) return SRD_OK;
   if (!srd_mr_covers(mrs[i], data[i], 1)) {
     SRD_WARN("iflush: buffer %p is outside its registration", data[i]);

@@ -550,6 +550,7 @@ int main(int argc, char **argv) {
 TEST_F(Proto, NoFlushWhereTheDeviceNeedsNone) {
   std::vector<char> in(4096);
   Reg ri(in);
+  ri.mr.device = 0;
   EXPECT_EQ(nullptr, iflush(in, ri, 4096));
   EXPECT_TRUE(g.reads.empty());
 }
@@ -558,6 +559,8 @@ TEST_F(Proto, FlushReadsTheBufferAndCompletesWithTheRead) {
   b.gdr.flush = true;
   std::vector<char> in(4096);
   Reg ri(in);
+  EXPECT_EQ(nullptr, iflush(in, ri, 4096)) << "host memory needs no flush";
+  ri.mr.device = 0;
   EXPECT_EQ(nullptr, iflush(in, ri, 0)) << "a buffer that received nothing needs no flush";
   EXPECT_TRUE(g.reads.empty());
   srd_req *fr = iflush(in, ri, 4096);
@@ -576,9 +579,10 @@ TEST_F(Proto, FailedFlushReadFailsTheRequest) {
   b.gdr.flush = true;
   std::vector<char> in(4096);
   Reg ri(in);
+  ri.mr.device = 0;
   srd_req *fr = iflush(in, ri, 100);
   ASSERT_TRUE(fr);
-  complete_read(0, FI_EIO);
+  complete_read(0, -FI_EIO);
   EXPECT_TRUE(fr->done);
   EXPECT_EQ(SRD_ERR_SYSTEM, fr->result);
   srd_req_release(fr);
@@ -590,6 +594,7 @@ TEST_F(Proto, RefusedFlushReadFallsBackToTheDriver) {
   g.read_refused = -FI_ENOSYS;
   std::vector<char> in(4096);
   Reg ri(in);
+  ri.mr.device = 1;
   EXPECT_EQ(nullptr, iflush(in, ri, 4096)) << "flushed synchronously";
   EXPECT_EQ(1, fake::state.flushes);
   EXPECT_EQ(0, r->result);
