@@ -164,8 +164,9 @@ tests_topo_ifname_test_SOURCES = tests/topo/ifname_test.cc
 tests_topo_ifname_test_LDADD = libsrd_topo.la libsrd_util.la $(SRD_GTEST_LIBS)
 
 # The protocol's state machines against a fake rail (the srd_rail_ops seam).
-tests_proto_proto_test_SOURCES = tests/proto/proto_test.cc
-tests_proto_proto_test_LDADD = $(SRD_UNIT_LDADD)
+tests_proto_proto_test_SOURCES = tests/proto/proto_test.cc tests/lib/fake_cuda.h
+tests_proto_proto_test_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/lib
+tests_proto_proto_test_LDADD = $(SRD_UNIT_LDADD) -ldl
 tests_wire_wire_test_SOURCES = tests/wire/wire_test.cc
 tests_wire_wire_test_LDADD = $(SRD_UNIT_LDADD)
 tests_sched_sched_test_SOURCES = tests/sched/sched_test.cc

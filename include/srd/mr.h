@@ -10,8 +10,10 @@
 #include <stdint.h>
 
 struct srd_mr_ops {
-  /* Register [base, base+len) of memory type (NCCL_PTR_*); *handle on success. */
-  int (*reg)(void *arg, void *base, size_t len, int type, int dmabuf_fd, uint64_t dmabuf_offset, void **handle);
+  /* Register [base, base+len) of memory type (NCCL_PTR_*) on GPU device
+   * (CUDA ordinal, -1 for host memory); *handle on success. */
+  int (*reg)(void *arg, void *base, size_t len, int type, int device, int dmabuf_fd, uint64_t dmabuf_offset,
+             void **handle);
   void (*dereg)(void *arg, void *handle);
   void *arg;
 };
@@ -20,6 +22,7 @@ struct srd_mr {
   uintptr_t base;
   size_t len;
   int type;
+  int device;    /* CUDA ordinal, -1 for host memory: part of the key with type */
   int refs;
   int dmabuf;    /* registered from a dmabuf fd: never shared */
   void *handle;  /* the owner's per-rail registration */
@@ -47,11 +50,13 @@ void srd_mr_cache_init(struct srd_mr_cache *c, const struct srd_mr_ops *ops, siz
 /* Deregisters whatever is still cached. */
 void srd_mr_cache_fini(struct srd_mr_cache *c);
 
-/* Find a cached registration covering [addr, addr+len) of the same type, or
- * register the page-aligned range. dmabuf_fd < 0 for ordinary memory (a
- * dmabuf registration is never shared). Returns 0 and *out, or an error. */
-int srd_mr_acquire(struct srd_mr_cache *c, void *addr, size_t len, int type, int dmabuf_fd, uint64_t dmabuf_offset,
-                   struct srd_mr_ref **out);
+/* Find a cached registration covering [addr, addr+len) of the same type and
+ * device, or register: host memory (device < 0) as the page-aligned range,
+ * GPU memory exactly (a rounded range may reach outside the allocation, which
+ * the driver refuses to pin). dmabuf_fd < 0 for ordinary memory (a dmabuf
+ * registration is never shared). Returns 0 and *out, or an error. */
+int srd_mr_acquire(struct srd_mr_cache *c, void *addr, size_t len, int type, int device, int dmabuf_fd,
+                   uint64_t dmabuf_offset, struct srd_mr_ref **out);
 /* Drop one reference; the last one deregisters. -1 if ref is not one of ours. */
 int srd_mr_release(struct srd_mr_cache *c, struct srd_mr_ref *ref);
 

@@ -20,6 +20,7 @@ struct srd_props {
   int max_recvs;
   size_t max_p2p_bytes;
   int rail_id;
+  int force_flush;      /* received GPU data needs iflush (v9+ forceFlush) */
 };
 
 ncclResult_t srd_net_init(ncclDebugLogger_t logger);

@@ -31,6 +31,7 @@ typedef std::atomic<int> atomic_int;
 #include <sys/types.h>
 
 #include "srd/err.h"
+#include "srd/gdr.h"
 #include "srd/mr.h"
 #include "srd/rail.h"
 #include "srd/sched.h"
@@ -45,7 +46,7 @@ typedef std::atomic<int> atomic_int;
 
 struct srd_comm;
 
-enum srd_req_kind { SRD_REQ_SEND = 1, SRD_REQ_RECV };
+enum srd_req_kind { SRD_REQ_SEND = 1, SRD_REQ_RECV, SRD_REQ_FLUSH };
 
 struct srd_recv_entry {
   void *buf;
@@ -205,6 +206,7 @@ struct srd_rail_ops {
   uint64_t (*mr_key)(struct fid_mr *mr);
   int (*poll)(struct srd_rail *rail, int max);
   int (*link_down)(const struct srd_rail *rail);
+  int (*flush_read)(struct srd_rail *rail, uint64_t raddr, uint64_t key, struct srd_op *op);
 };
 extern const struct srd_rail_ops srd_rail_ops_fabric;
 
@@ -231,7 +233,7 @@ struct srd_dev {
   struct srd_mr_cache mrs;
   struct srd_sched_params sched;
   size_t eager_max;
-  bool cuda;            /* provider and driver can register GPU memory */
+  struct srd_gdr_decision gdr; /* GPU memory: offered, dma-buf, flush (decided at init) */
   bool host_local;      /* shm: peers are processes of this host */
   /* The comm table, allocated at open: comms[index] and its generation,
    * free indexes on a stack (connect costs the same with 60,000 comms as with
@@ -331,6 +333,12 @@ void srd_proto_on_eager(struct srd_comm *c, const struct srd_msg_eager *m);
 void srd_proto_on_trunc(struct srd_comm *c, const struct srd_msg_trunc *m);
 void srd_proto_on_write(struct srd_comm *c, struct srd_imm imm, size_t len);
 void srd_proto_on_bye(struct srd_comm *c, const struct srd_msg_bye *m);
+/* Make the data received into GPU buffers (NCCL's iflush) visible to the GPU
+ * (src/proto/flush.c). *req NULL: nothing to wait for (the device needs no
+ * flush, no buffer has bytes, or the driver flushed at once); otherwise a
+ * request that completes when a loopback read on every rail has. */
+int srd_proto_iflush(struct srd_comm *c, int n, void **data, const int *sizes, struct srd_mr_ref **mrs,
+                     struct srd_req **req);
 void srd_proto_post_pending(struct srd_dev *dev);
 /* Post the clear-to-send of a receive, or queue it (SRD_AGAIN) when the
  * provider is full. */

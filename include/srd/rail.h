@@ -111,6 +111,9 @@ struct srd_rail {
   size_t buf_size;
   char *buf_mem;
   struct fid_mr *buf_mr;
+  char *flush_scratch;     /* where flush reads land, in buf_mem */
+  bool has_self;           /* self: endpoint 0 in our own AV, for flush reads */
+  fi_addr_t self;
   struct srd_rail_buf *free_send;
   int nfree_send;
   int reorder;             /* test mode: shuffle and delay completions */
@@ -167,8 +170,12 @@ void srd_rail_put_send_buf(struct srd_rail_buf *buf);
 int srd_rail_send(struct srd_rail *rail, int ep, struct srd_rail_buf *buf, size_t len, fi_addr_t dest);
 int srd_rail_write(struct srd_rail *rail, int ep, const void *src, size_t len, void *desc, uint32_t imm,
                    fi_addr_t dest, uint64_t raddr, uint64_t key, struct srd_op *op);
-int srd_rail_read(struct srd_rail *rail, int ep, void *dst, size_t len, void *desc, fi_addr_t src, uint64_t raddr,
-                  uint64_t key, struct srd_op *op);
+/* Flush: read a few bytes of our own registered memory at raddr (key) back
+ * from endpoint 0 to itself into the rail's scratch buffer. The read reaches
+ * the memory behind every write the NIC completed before it, so once it
+ * completes those writes are visible there (GPU memory written over PCIe).
+ * -FI_EAGAIN: nothing was posted. */
+int srd_rail_flush_read(struct srd_rail *rail, uint64_t raddr, uint64_t key, struct srd_op *op);
 
 /* Queue w (its fields filled in) for srd_rail_post_queued. Never fails. */
 void srd_rail_queue_write(struct srd_rail *rail, struct srd_rail_write *w);

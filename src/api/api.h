@@ -26,7 +26,8 @@
     (out)->netDeviceVersion = 0;                  \
   } while (0)
 
-/* v9+ additions: no virtual devices of our own, no forced flush. */
+/* v9+ additions: no virtual devices of our own; forceFlush where the
+ * device's received GPU data needs iflush. */
 #define SRD_FILL_PROPS_V9(out, p)              \
   do {                                         \
     SRD_FILL_PROPS(out, p);                    \
@@ -34,6 +35,7 @@
     (out)->vProps.devs[0] = dev;               \
     (out)->maxP2pBytes = (p).max_p2p_bytes;    \
     (out)->maxCollBytes = (p).max_p2p_bytes;   \
+    (out)->forceFlush = (p).force_flush;       \
   } while (0)
 
 /* Entries every ncclNet table from v8 on holds with the same meaning. */

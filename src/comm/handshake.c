@@ -34,7 +34,12 @@ static size_t encode_peer(void *buf, size_t cap, const void *arg) {
   struct srd_msg_peer p = {
       .cookie = m->c->cookie, .listener_id = m->listener_id, .src_comm = m->c->id, .pid = (uint32_t)getpid()};
   our_paths(dev, &p, names);
-  if (m->type == SRD_MSG_ACCEPT && !dev->cuda) p.flags |= SRD_PEER_EAGER_OK;
+  /* Eager data lands in a host control buffer and is copied into the receive
+   * buffer by the CPU; into GPU memory that copy would be a CUDA call (or a
+   * loopback read) on NCCL's proxy thread. A device that takes GPU buffers
+   * therefore refuses eager data for the whole comm: the sender decides before
+   * any clear-to-send says what the buffer is, so it cannot be per receive. */
+  if (m->type == SRD_MSG_ACCEPT && !dev->gdr.gpu) p.flags |= SRD_PEER_EAGER_OK;
   return srd_msg_encode_peer(buf, cap, m->type, m->dst, &p);
 }
 

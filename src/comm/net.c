@@ -12,6 +12,8 @@
 
 #include "nccl/net_common.h"
 #include "srd/comm.h"
+#include "srd/cuda.h"
+#include "srd/gdr.h"
 #include "srd/log.h"
 #include "srd/param.h"
 
@@ -35,15 +37,16 @@ static void mr_dereg(void *arg, void *handle) {
   free(m);
 }
 
-static int mr_reg(void *arg, void *base, size_t len, int type, int dmabuf_fd, uint64_t offset, void **handle) {
+static int mr_reg(void *arg, void *base, size_t len, int type, int cuda_dev, int dmabuf_fd, uint64_t offset,
+                  void **handle) {
+  (void)type; /* cuda_dev says it all: the cache keys by both */
   struct srd_dev *dev = arg;
   struct srd_rail_mrs *m = calloc(1, sizeof(*m));
   if (!m) return -FI_ENOMEM;
   int rc = 0;
   pthread_mutex_lock(&dev->lock);
   for (int i = 0; i < dev->nrails && !rc; i++) {
-    rc = srd_rail_reg(&dev->rails[i], base, len, ALL_ACCESS, type == NCCL_PTR_CUDA ? 0 : -1, dmabuf_fd, offset,
-                      &m->mr[i]);
+    rc = srd_rail_reg(&dev->rails[i], base, len, ALL_ACCESS, cuda_dev, dmabuf_fd, offset, &m->mr[i]);
     if (!rc) m->nrails++;
   }
   pthread_mutex_unlock(&dev->lock);
@@ -63,17 +66,20 @@ static void enter_dev(struct srd_dev *dev) {
 }
 
 static int setup_devices(void) {
-  if (srd_topo_discover(&g.nics)) return -1;
+  if (srd_topo_discover(&g.nics)) return SRD_ERR_SYSTEM;
   int cap = (int)srd_param_int(SRD_PARAM_RAILS);
   if (srd_topo_group(&g.nics, NULL, cap, &g.topo) || g.topo.ngroups == 0) {
     SRD_WARN("NIC grouping failed; one device holds every NIC");
     srd_topo_group_all(&g.nics, cap, &g.topo, "grouping failed: one device holds every NIC");
   }
   g.devs = calloc((size_t)g.topo.ngroups, sizeof(*g.devs));
-  if (!g.devs) return -1;
-  g.ndevs = g.topo.ngroups;
-  for (int d = 0; d < g.ndevs; d++) {
+  if (!g.devs) return SRD_ERR_SYSTEM;
+  for (int d = 0; d < g.topo.ngroups; d++) {
     struct srd_dev *dev = &g.devs[d];
+    /* GPU memory is decided (and logged) here, before NCCL asks for
+     * properties; NCCL_SRD_GDR=1 without it fails init. */
+    if (srd_gdr_device(&g.nics, &g.topo.groups[d], d, &dev->gdr)) return SRD_ERR_SYSTEM;
+    g.ndevs = d + 1;
     srd_dev_init(dev, d, &srd_dispatch_handlers);
     dev->nics = &g.nics;
     dev->group = g.topo.groups[d];
@@ -82,7 +88,7 @@ static int setup_devices(void) {
   }
   SRD_INFO(NCCL_INIT | NCCL_NET, "provider %s (%s): %d NIC(s) in %d device(s)", g.nics.provider, g.nics.reason,
            g.nics.n, g.ndevs);
-  return 0;
+  return SRD_OK;
 }
 
 static void teardown_devices(void) {
@@ -94,35 +100,6 @@ static void teardown_devices(void) {
   g.devs = NULL;
   g.ndevs = 0;
   srd_topo_free(&g.nics);
-}
-
-ncclResult_t srd_net_init(ncclDebugLogger_t logger) {
-  if (logger) srd_log_set_logger(logger);
-  pthread_mutex_lock(&g.lock);
-  int rc = 0;
-  if (!g.devs && setup_devices()) {
-    teardown_devices();
-    rc = -1;
-  }
-  if (!rc) g.refs++;
-  pthread_mutex_unlock(&g.lock);
-  return rc ? ncclSystemError : ncclSuccess;
-}
-
-/* Devices live as long as the process: NCCL creates and destroys
- * communicators (init/finalize) many times, and libfabric 1.17's tcp provider
- * has crashed in fi_close of an endpoint whose connections were reset with
- * operations in flight (close mid-transfer, a dead peer, a lost rail). The
- * shm regions are released when the library goes away (below). */
-void srd_net_fini(void) {
-  pthread_mutex_lock(&g.lock);
-  if (g.refs > 0) g.refs--;
-  pthread_mutex_unlock(&g.lock);
-}
-
-ncclResult_t srd_net_devices(int *ndev) {
-  *ndev = g.ndevs;
-  return ncclSuccess;
 }
 
 /* The one place an internal result (enum srd_err) becomes NCCL's. */
@@ -142,6 +119,32 @@ static ncclResult_t to_nccl(int rc) {
   default:
     return ncclInternalError;
   }
+}
+
+ncclResult_t srd_net_init(ncclDebugLogger_t logger) {
+  if (logger) srd_log_set_logger(logger);
+  pthread_mutex_lock(&g.lock);
+  int rc = g.devs ? SRD_OK : setup_devices();
+  if (rc) teardown_devices();
+  else g.refs++;
+  pthread_mutex_unlock(&g.lock);
+  return to_nccl(rc);
+}
+
+/* Devices live as long as the process: NCCL creates and destroys
+ * communicators (init/finalize) many times, and libfabric 1.17's tcp provider
+ * has crashed in fi_close of an endpoint whose connections were reset with
+ * operations in flight (close mid-transfer, a dead peer, a lost rail). The
+ * shm regions are released when the library goes away (below). */
+void srd_net_fini(void) {
+  pthread_mutex_lock(&g.lock);
+  if (g.refs > 0) g.refs--;
+  pthread_mutex_unlock(&g.lock);
+}
+
+ncclResult_t srd_net_devices(int *ndev) {
+  *ndev = g.ndevs;
+  return ncclSuccess;
 }
 
 /* Devices open on first use. A device that does not exist is a bad
@@ -167,7 +170,9 @@ ncclResult_t srd_net_get_properties(int d, struct srd_props *p) {
   p->name = nic->name;
   p->pci_path = grp->pci_path[0] ? grp->pci_path : NULL;
   p->guid = nic->guid ? nic->guid : (uint64_t)d;
-  p->ptr_support = NCCL_PTR_HOST;
+  const struct srd_gdr_decision *gdr = &g.devs[d].gdr;
+  p->ptr_support = NCCL_PTR_HOST | (gdr->gpu ? NCCL_PTR_CUDA : 0) | (gdr->dmabuf ? NCCL_PTR_DMABUF : 0);
+  p->force_flush = gdr->flush;
   p->speed_mbps = grp->speed_mbps;
   p->latency_us = 0;
   p->max_comms = SRD_MAX_COMMS - 1;
@@ -215,12 +220,24 @@ ncclResult_t srd_net_reg_mr(void *comm, void *data, size_t size, int type, int d
                             void **mhandle) {
   struct srd_comm *c = comm;
   if (!c || !mhandle) return ncclInvalidArgument;
-  if (type != NCCL_PTR_HOST && !(type == NCCL_PTR_CUDA && c->dev->cuda)) {
-    SRD_WARN("cannot register memory of type %d: this device supports host memory only", type);
+  const struct srd_gdr_decision *gdr = &c->dev->gdr;
+  int cuda_dev = -1;
+  if (type == NCCL_PTR_CUDA && gdr->gpu) {
+    char why[200];
+    if (srd_cuda_pointer_device(srd_cuda_get(), data, &cuda_dev, why, sizeof(why))) {
+      SRD_WARN("regMr: %p is not GPU memory: %s", data, why);
+      return ncclInvalidArgument;
+    }
+  } else if (type != NCCL_PTR_HOST) {
+    SRD_WARN("cannot register memory of type %d on device %d: %s", type, c->dev->index,
+             type == NCCL_PTR_CUDA ? gdr->why : "unknown memory type");
     return ncclInvalidArgument;
   }
+  /* A dma-buf is used only where the device offers it (NCCL passes one only
+   * then); otherwise the address alone registers. */
+  if (!gdr->dmabuf || cuda_dev < 0) dmabuf_fd = -1, offset = 0;
   struct srd_mr_ref *mr;
-  int rc = srd_mr_acquire(&c->dev->mrs, data, size, type, dmabuf_fd, offset, &mr);
+  int rc = srd_mr_acquire(&c->dev->mrs, data, size, type, cuda_dev, dmabuf_fd, offset, &mr);
   if (rc) {
     SRD_WARN("registration of %zu bytes at %p failed (%d)", size, data, rc);
     return ncclSystemError;
@@ -264,10 +281,14 @@ ncclResult_t srd_net_irecv(void *recv_comm, int n, void **data, const size_t *si
 }
 
 ncclResult_t srd_net_iflush(void *recv_comm, int n, void **data, const int *sizes, void **mhandles, void **request) {
-  /* Host memory only: received bytes are visible once the receive is done. */
-  (void)recv_comm, (void)n, (void)data, (void)sizes, (void)mhandles;
+  struct srd_comm *c = recv_comm;
+  if (!c || c->is_send || !request || (n > 0 && (!data || !mhandles))) return ncclInvalidArgument;
   *request = NULL;
-  return ncclSuccess;
+  if (n < 1 || n > SRD_MAX_RECVS) return n == 0 ? ncclSuccess : ncclInvalidArgument;
+  enter_dev(c->dev);
+  int rc = srd_proto_iflush(c, n, data, sizes, (struct srd_mr_ref **)mhandles, (struct srd_req **)request);
+  pthread_mutex_unlock(&c->dev->lock);
+  return to_nccl(rc);
 }
 
 static int clamp_int(size_t v) { return v > INT_MAX ? INT_MAX : (int)v; }

@@ -45,12 +45,12 @@ static int upper_bound(const struct srd_mr_cache *c, uintptr_t addr) {
   return lo;
 }
 
-static struct srd_mr *lookup(const struct srd_mr_cache *c, void *addr, size_t len, int type) {
+static struct srd_mr *lookup(const struct srd_mr_cache *c, void *addr, size_t len, int type, int device) {
   int i = upper_bound(c, (uintptr_t)addr);
   for (int k = i - 1; k >= 0 && k >= i - LOOKBACK; k--) {
     struct srd_mr *m = c->sorted[k];
     uintptr_t a = (uintptr_t)addr;
-    if (m->type == type && !m->dmabuf && a >= m->base && len <= m->len && a - m->base <= m->len - len) return m;
+    if (m->type == type && m->device == device && !m->dmabuf && a >= m->base && len <= m->len && a - m->base <= m->len - len) return m;
   }
   return NULL;
 }
@@ -70,9 +70,9 @@ static int insert(struct srd_mr_cache *c, struct srd_mr *m) {
   return 0;
 }
 
-static int acquire_entry(struct srd_mr_cache *c, void *addr, size_t len, int type, int dmabuf_fd,
+static int acquire_entry(struct srd_mr_cache *c, void *addr, size_t len, int type, int device, int dmabuf_fd,
                          uint64_t dmabuf_offset, struct srd_mr **out) {
-  struct srd_mr *m = dmabuf_fd < 0 ? lookup(c, addr, len, type) : NULL;
+  struct srd_mr *m = dmabuf_fd < 0 ? lookup(c, addr, len, type, device) : NULL;
   if (m) {
     m->refs++;
     *out = m;
@@ -81,7 +81,7 @@ static int acquire_entry(struct srd_mr_cache *c, void *addr, size_t len, int typ
   int rc = -ENOMEM;
   if (!(m = calloc(1, sizeof(*m)))) goto out;
   uintptr_t start = (uintptr_t)addr, end = start + (len ? len : 1);
-  if (dmabuf_fd < 0) {
+  if (dmabuf_fd < 0 && device < 0) {
     /* Whole pages: NCCL's next buffer in the same pages then hits the cache. */
     start &= ~(uintptr_t)(c->page - 1);
     end = (end + c->page - 1) & ~(uintptr_t)(c->page - 1);
@@ -89,10 +89,11 @@ static int acquire_entry(struct srd_mr_cache *c, void *addr, size_t len, int typ
   m->base = start;
   m->len = end - start;
   m->type = type;
+  m->device = device;
   m->dmabuf = dmabuf_fd >= 0;
   m->refs = 1;
   uint64_t off = dmabuf_offset;
-  if ((rc = c->ops.reg(c->ops.arg, (void *)m->base, m->len, type, dmabuf_fd, off, &m->handle))) goto out;
+  if ((rc = c->ops.reg(c->ops.arg, (void *)m->base, m->len, type, device, dmabuf_fd, off, &m->handle))) goto out;
   if ((rc = insert(c, m))) {
     c->ops.dereg(c->ops.arg, m->handle);
     goto out;
@@ -116,14 +117,14 @@ static void drop_entry(struct srd_mr_cache *c, struct srd_mr *mr) {
   free(mr);
 }
 
-int srd_mr_acquire(struct srd_mr_cache *c, void *addr, size_t len, int type, int dmabuf_fd, uint64_t dmabuf_offset,
-                   struct srd_mr_ref **out) {
+int srd_mr_acquire(struct srd_mr_cache *c, void *addr, size_t len, int type, int device, int dmabuf_fd,
+                   uint64_t dmabuf_offset, struct srd_mr_ref **out) {
   if (!addr && len) return -EINVAL;
   if (len > UINTPTR_MAX - c->page || (uintptr_t)addr > UINTPTR_MAX - len - c->page) return -EINVAL;
   struct srd_mr_ref *ref = calloc(1, sizeof(*ref));
   if (!ref) return -ENOMEM;
   pthread_mutex_lock(&c->lock);
-  int rc = acquire_entry(c, addr, len, type, dmabuf_fd, dmabuf_offset, &ref->mr);
+  int rc = acquire_entry(c, addr, len, type, device, dmabuf_fd, dmabuf_offset, &ref->mr);
   if (rc == 0) {
     ref->addr = (uintptr_t)addr;
     ref->len = len;

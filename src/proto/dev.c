@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <rdma/fabric.h>
 #include <rdma/fi_errno.h>
 
 #include "srd/log.h"
@@ -25,7 +26,7 @@ static size_t ctrl_buf_size(const struct srd_dev *dev) {
 const struct srd_rail_ops srd_rail_ops_fabric = {
     srd_rail_av_insert, srd_rail_av_remove, srd_rail_get_send_buf, srd_rail_put_send_buf, srd_rail_send,
     srd_rail_write,     srd_rail_queue_write, srd_rail_mr_desc,    srd_rail_mr_key,       srd_rail_poll,
-    srd_rail_link_down,
+    srd_rail_link_down, srd_rail_flush_read,
 };
 
 void srd_dev_init(struct srd_dev *dev, int index, const struct srd_rail_handlers *h) {
@@ -65,15 +66,24 @@ static int open_rails(struct srd_dev *dev, int lanes, bool thread_safe) {
   if (!dev->rails) return -FI_ENOMEM;
   for (int i = 0; i < dev->nrails; i++) {
     const struct srd_nic *nic = &dev->nics->nics[dev->group.rails[i % dev->nnics]];
-    int rc = srd_rail_open(&dev->rails[i], i, nic->info, dev->neps, ctrl_buf_size(dev), thread_safe, &dev->handlers);
+    /* GPU registrations need a domain opened with FI_HMEM (the rail keeps
+     * its own copy of the info). */
+    struct fi_info *hmem = dev->gdr.gpu ? srd_gdr_hmem_info(nic->info) : NULL;
+    int rc = -FI_ENODATA;
+    if (dev->gdr.gpu && !hmem)
+      SRD_WARN("device %d: %s no longer offers FI_HMEM", dev->index, nic->name);
+    else
+      rc = srd_rail_open(&dev->rails[i], i, hmem ? hmem : nic->info, dev->neps, ctrl_buf_size(dev), thread_safe,
+                         &dev->handlers);
+    if (hmem) fi_freeinfo(hmem);
     if (rc) {
       dev->nrails = i;
       close_rails(dev);
       return rc;
     }
-    SRD_INFO(NCCL_INIT | NCCL_NET, "device %d rail %d: %s lane %d (%d Mbps, PCI %s, NUMA %d), %d endpoint(s)%s",
+    SRD_INFO(NCCL_INIT | NCCL_NET, "device %d rail %d: %s lane %d (%d Mbps, PCI %s, NUMA %d), %d endpoint(s)%s%s",
              dev->index, i, nic->name, i / dev->nnics, nic->speed_mbps, nic->pci_bus_id[0] ? nic->pci_bus_id : "none",
-             nic->numa, dev->neps, thread_safe ? ", thread-safe domain" : "");
+             nic->numa, dev->neps, thread_safe ? ", thread-safe domain" : "", dev->gdr.gpu ? ", FI_HMEM" : "");
   }
   dev->lanes_per_nic = lanes;
   return 0;

@@ -245,7 +245,10 @@ int srd_proto_isend(struct srd_comm *c, const void *data, size_t size, int tag, 
   /* Small messages go eagerly even when the clear-to-send is there: a send
    * completes as soon as it left, while an RMA write may complete only when
    * the target acknowledged it, and the receiver's copy of a few KiB is cheap. */
-  bool eager = size == 0 || (c->eager_ok && size <= dev->eager_max);
+  /* GPU memory never goes eagerly: the CPU cannot copy it into a control
+   * buffer (only a receiver on a host-only device says eager_ok). */
+  bool gpu_src = mr && mr->mr->device >= 0;
+  bool eager = size == 0 || (c->eager_ok && !gpu_src && size <= dev->eager_max);
   if (!rec || eager) {
     if (eager) {
       int rc = send_eager(c, data, size, tag, out);

@@ -27,6 +27,8 @@
 /* fi_recv refused for lack of room this many times in a row, with the CQ
  * read between tries, means the endpoint is stuck: give up on this buffer. */
 #define RECV_POST_TRIES 1000
+#define FLUSH_SCRATCH 64
+#define FLUSH_READ_BYTES 4
 
 size_t srd_rail_write_limit(const struct fi_info *info) {
   /* One write of at most 1 GiB: larger ones are striped anyway, and the
@@ -59,14 +61,16 @@ static void send_buf_done(struct srd_op *op, int err, const char *errstr) {
   srd_rail_put_send_buf((struct srd_rail_buf *)op);
 }
 
+/* The control buffers, then FLUSH_SCRATCH bytes that flush reads land in
+ * (hence FI_READ: the local side of an RMA read). */
 static int setup_buffers(struct srd_rail *rail) {
   int nrecv = RECV_BUFS_PER_EP * rail->neps, total = nrecv + SEND_BUFS;
-  size_t stride = buf_stride(rail);
-  rail->buf_mem = aligned_alloc(4096, ((size_t)total * stride + 4095) & ~(size_t)4095);
+  size_t stride = buf_stride(rail), bytes = (size_t)total * stride + FLUSH_SCRATCH;
+  rail->buf_mem = aligned_alloc(4096, (bytes + 4095) & ~(size_t)4095);
   if (!rail->buf_mem) return -FI_ENOMEM;
-  memset(rail->buf_mem, 0, (size_t)total * stride);
-  int rc = fi_mr_reg(rail->domain, rail->buf_mem, (size_t)total * stride, FI_SEND | FI_RECV, 0, 0, 0, &rail->buf_mr,
-                     NULL);
+  memset(rail->buf_mem, 0, bytes);
+  rail->flush_scratch = rail->buf_mem + (size_t)total * stride;
+  int rc = fi_mr_reg(rail->domain, rail->buf_mem, bytes, FI_SEND | FI_RECV | FI_READ, 0, 0, 0, &rail->buf_mr, NULL);
   if (rc) {
     SRD_WARN("rail %s: cannot register control buffers: %s", rail->name, fi_strerror(-rc));
     return rc;
@@ -315,9 +319,14 @@ int srd_rail_write(struct srd_rail *rail, int ep, const void *src, size_t len, v
   return (int)fi_writedata(rail->ep[ep], src, len, desc, data, dest, raddr, key, &op->fi_ctx);
 }
 
-int srd_rail_read(struct srd_rail *rail, int ep, void *dst, size_t len, void *desc, fi_addr_t src, uint64_t raddr,
-                  uint64_t key, struct srd_op *op) {
-  return (int)fi_read(rail->ep[ep], dst, len, desc, src, raddr, key, &op->fi_ctx);
+int srd_rail_flush_read(struct srd_rail *rail, uint64_t raddr, uint64_t key, struct srd_op *op) {
+  if (!rail->has_self) {
+    int rc = srd_rail_av_insert(rail, rail->ep_name[0], &rail->self);
+    if (rc) return rc;
+    rail->has_self = true;
+  }
+  return (int)fi_read(rail->ep[0], rail->flush_scratch, FLUSH_READ_BYTES,
+                      rail->mr_local ? fi_mr_desc(rail->buf_mr) : NULL, rail->self, raddr, key, &op->fi_ctx);
 }
 
 void srd_rail_queue_write(struct srd_rail *rail, struct srd_rail_write *w) {

@@ -154,14 +154,19 @@ at() { rows "$1" | awk -v s="$2" -v f="$3" '$1 == s {v = $f} END {print v == "" 
 wrong() { rows "$1" | awk '{w += $4} END {print w + 0}'; }
 nrows() { rows "$1" | wc -l; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b}'; }
-# gdr_seen INFO: what NCCL said about GPUDirect on our device.
+# gdr_seen INFO: what NCCL said about GPUDirect on our device, then what our
+# plugin decided ("device N: GPU pointers offered|not offered: why").
 gdr_seen() {
-  local f=$1
+  local f=$1 nccl ours
   [ -s "$f" ] || { echo "-"; return; }
-  if grep -q 'GPU Direct RDMA Enabled' "$f" && grep -q 'via NET/SRD/[0-9]*/GDRDMA' "$f"; then echo "Enabled, GDRDMA"
-  elif grep -q 'GPU Direct RDMA Enabled' "$f"; then echo "Enabled"
-  elif grep -q 'GPU Direct RDMA Disabled' "$f"; then echo "Disabled"
-  else echo "none"; fi
+  if grep -q 'GPU Direct RDMA Enabled' "$f" && grep -q 'via NET/SRD/[0-9]*/GDRDMA' "$f"; then nccl="Enabled, GDRDMA"
+  elif grep -q 'GPU Direct RDMA Enabled' "$f"; then nccl="Enabled"
+  elif grep -q 'GPU Direct RDMA Disabled' "$f"; then nccl="Disabled"
+  else nccl="none"; fi
+  if grep -q 'NET/SRD.*GPU pointers offered' "$f"; then ours="; SRD: offered"
+  elif grep -q 'NET/SRD.*GPU pointers not offered' "$f"; then ours="; SRD: not offered"
+  else ours=""; fi
+  echo "$nccl$ours"
 }
 
 {

@@ -24,6 +24,7 @@ struct Registration {
   uintptr_t base;
   size_t len;
   int type;
+  int device;
   int fd;
   uint64_t offset;
 };
@@ -34,11 +35,11 @@ struct Fake {
   std::set<Registration *> live;
   std::mutex lock;
 
-  static int reg(void *arg, void *base, size_t len, int type, int fd, uint64_t offset, void **handle) {
+  static int reg(void *arg, void *base, size_t len, int type, int device, int fd, uint64_t offset, void **handle) {
     Fake *f = static_cast<Fake *>(arg);
     std::lock_guard<std::mutex> g(f->lock);
     if (f->fail_with) return f->fail_with;
-    Registration *r = new Registration{reinterpret_cast<uintptr_t>(base), len, type, fd, offset};
+    Registration *r = new Registration{reinterpret_cast<uintptr_t>(base), len, type, device, fd, offset};
     f->live.insert(r);
     f->regs++;
     *handle = r;
@@ -80,9 +81,10 @@ class MrCache : public ::testing::Test {
     srd_mr_cache_fini(&cache);
     initialized = false;
   }
-  struct srd_mr_ref *acquire(uintptr_t offset, size_t len, int type = kHost, int fd = -1, uint64_t dmabuf_off = 0) {
+  struct srd_mr_ref *acquire(uintptr_t offset, size_t len, int type = kHost, int fd = -1, uint64_t dmabuf_off = 0,
+                             int device = -1) {
     struct srd_mr_ref *ref = nullptr;
-    int rc = srd_mr_acquire(&cache, at(offset), len, type, fd, dmabuf_off, &ref);
+    int rc = srd_mr_acquire(&cache, at(offset), len, type, device, fd, dmabuf_off, &ref);
     EXPECT_EQ(0, rc);
     EXPECT_NE(nullptr, ref);
     return ref;
@@ -211,6 +213,26 @@ TEST_F(MrCache, DifferentTypesNeverShare) {
   EXPECT_EQ(2, fake.deregs);
 }
 
+TEST_F(MrCache, GpuMemoryIsExactAndKeyedByDevice) {
+  struct srd_mr_ref *g0 = acquire(100, 1000, kCuda, -1, 0, 0);
+  // Registered exactly as given: never rounded out to pages.
+  EXPECT_EQ(kArena + 100, reg_of(g0)->base);
+  EXPECT_EQ(1000u, reg_of(g0)->len);
+  EXPECT_EQ(0, reg_of(g0)->device);
+  struct srd_mr_ref *g0_inner = acquire(200, 100, kCuda, -1, 0, 0);
+  EXPECT_EQ(g0->mr, g0_inner->mr);
+  // The same addresses on another GPU, or as host memory, are other registrations.
+  struct srd_mr_ref *g1 = acquire(200, 100, kCuda, -1, 0, 1);
+  struct srd_mr_ref *host = acquire(200, 100, kHost);
+  EXPECT_NE(g0->mr, g1->mr);
+  EXPECT_NE(g0->mr, host->mr);
+  EXPECT_EQ(1, reg_of(g1)->device);
+  EXPECT_EQ(-1, reg_of(host)->device);
+  EXPECT_EQ(3, fake.regs);
+  for (struct srd_mr_ref *r : {g0, g0_inner, g1, host}) EXPECT_EQ(0, srd_mr_release(&cache, r));
+  EXPECT_EQ(3, fake.deregs);
+}
+
 TEST_F(MrCache, DmabufIsNeverShared) {
   struct srd_mr_ref *a = acquire(100, 1000, kCuda, 5, 4096);
   struct srd_mr_ref *b = acquire(100, 1000, kCuda, 5, 4096);
@@ -295,9 +317,9 @@ TEST_F(MrCache, FiniDeregistersWhatRemains) {
 TEST_F(MrCache, FailedRegistrationLeavesNothing) {
   fake.fail_with = -EIO;
   struct srd_mr_ref *ref = nullptr;
-  EXPECT_EQ(-EIO, srd_mr_acquire(&cache, at(0), 100, kHost, -1, 0, &ref));
+  EXPECT_EQ(-EIO, srd_mr_acquire(&cache, at(0), 100, kHost, -1, -1, 0, &ref));
   EXPECT_EQ(nullptr, ref);
-  EXPECT_EQ(-EIO, srd_mr_acquire(&cache, at(0), 100, kHost, -1, 0, &ref));
+  EXPECT_EQ(-EIO, srd_mr_acquire(&cache, at(0), 100, kHost, -1, -1, 0, &ref));
   fake.fail_with = 0;
   ref = acquire(0, 100);
   EXPECT_EQ(1, fake.regs);
@@ -307,10 +329,10 @@ TEST_F(MrCache, FailedRegistrationLeavesNothing) {
 
 TEST_F(MrCache, BadRangesAreRejected) {
   struct srd_mr_ref *ref = nullptr;
-  EXPECT_EQ(-EINVAL, srd_mr_acquire(&cache, nullptr, 100, kHost, -1, 0, &ref));
-  EXPECT_EQ(-EINVAL, srd_mr_acquire(&cache, reinterpret_cast<void *>(UINTPTR_MAX - 100), 10, kHost, -1, 0, &ref));
-  EXPECT_EQ(-EINVAL, srd_mr_acquire(&cache, at(0), SIZE_MAX, kHost, -1, 0, &ref));
-  EXPECT_EQ(-EINVAL, srd_mr_acquire(&cache, at(0), SIZE_MAX - kPage + 1, kHost, -1, 0, &ref));
+  EXPECT_EQ(-EINVAL, srd_mr_acquire(&cache, nullptr, 100, kHost, -1, -1, 0, &ref));
+  EXPECT_EQ(-EINVAL, srd_mr_acquire(&cache, reinterpret_cast<void *>(UINTPTR_MAX - 100), 10, kHost, -1, -1, 0, &ref));
+  EXPECT_EQ(-EINVAL, srd_mr_acquire(&cache, at(0), SIZE_MAX, kHost, -1, -1, 0, &ref));
+  EXPECT_EQ(-EINVAL, srd_mr_acquire(&cache, at(0), SIZE_MAX - kPage + 1, kHost, -1, -1, 0, &ref));
   EXPECT_EQ(nullptr, ref);
   EXPECT_EQ(0, fake.regs);
   // An empty range is a valid registration of the page it names.
@@ -389,7 +411,7 @@ TEST_F(MrCache, ConcurrentAcquireAndRelease) {
       for (int i = 0; i < 5000; i++) {
         struct srd_mr_ref *ref = nullptr;
         uintptr_t off = (rng() % 8) * kPage + rng() % 100;
-        if (srd_mr_acquire(&cache, at(off), 100, kHost, -1, 0, &ref) != 0) {
+        if (srd_mr_acquire(&cache, at(off), 100, kHost, -1, -1, 0, &ref) != 0) {
           ADD_FAILURE() << "acquire failed";
           return;
         }

@@ -20,6 +20,8 @@ extern "C" {
 }
 #pragma GCC diagnostic pop
 
+#include "fake_cuda.h"
+
 namespace {
 
 constexpr size_t kEagerMax = 1024;
@@ -42,9 +44,18 @@ struct Write {
   uint64_t raddr;
 };
 
+struct Read {
+  srd_rail *rail;
+  srd_op *op;
+  uint64_t raddr, key;
+};
+
 struct Fake {
   std::deque<Sent> sends;
   std::deque<Write> writes;
+  std::deque<Read> reads;
+  int read_refused = 0; // flush_read fails with this
+
   bool no_buffers = false;
   bool provider_full = false;
   int bufs_out = 0;
@@ -84,8 +95,14 @@ uint64_t mr_key(fid_mr *) { return 0x5eed; }
 int poll(srd_rail *, int) { return 0; }
 int link_down(const srd_rail *) { return 0; }
 
-const srd_rail_ops kFake = {av_insert, av_remove, get_send_buf, put_send_buf, send, write,
-                            queue_write, mr_desc, mr_key, poll, link_down};
+int flush_read(srd_rail *rail, uint64_t raddr, uint64_t key, srd_op *op) {
+  if (g.read_refused) return g.read_refused;
+  g.reads.push_back({rail, op, raddr, key});
+  return 0;
+}
+
+const srd_rail_ops kFake = {av_insert, av_remove, get_send_buf, put_send_buf, send,      write,
+                            queue_write, mr_desc, mr_key, poll, link_down, flush_read};
 
 // Addresses: a comm's peer address is the index of the peer's device.
 srd_dev *dest_dev(fi_addr_t a) { return g.devs[a]; }
@@ -125,6 +142,7 @@ struct Reg {
     mr.base = reinterpret_cast<uintptr_t>(buf.data());
     mr.len = buf.size();
     mr.refs = 1;
+    mr.device = -1; // host memory
     mr.handle = &mrs;
     ref.mr = &mr;
     ref.addr = mr.base;
@@ -159,6 +177,7 @@ class Proto : public ::testing::Test {
     // Run what the fake still holds, as a provider would at close.
     while (!g.writes.empty()) complete_write(0);
     while (!g.sends.empty()) complete_send(0);
+    while (!g.reads.empty()) complete_read(0);
     free_dev(&a);
     free_dev(&b);
     EXPECT_EQ(0, g.bufs_out) << "control buffers leaked";
@@ -194,6 +213,19 @@ class Proto : public ::testing::Test {
     w.op->done(w.op, err, err ? "fake failure" : nullptr);
   }
 
+  void complete_read(size_t i, int err = 0) {
+    Read rd = g.reads.at(i);
+    g.reads.erase(g.reads.begin() + static_cast<long>(i));
+    rd.op->done(rd.op, err, err ? "fake failure" : nullptr);
+  }
+  srd_req *iflush(std::vector<char> &buf, Reg &reg, int size, int expect_rc = 0) {
+    void *data[] = {buf.data()};
+    int sizes[] = {size};
+    srd_mr_ref *mrs[] = {&reg.ref};
+    srd_req *req = nullptr;
+    EXPECT_EQ(expect_rc, srd_proto_iflush(r, 1, data, sizes, mrs, &req));
+    return req;
+  }
   srd_req *isend(std::vector<char> &buf, Reg &reg, size_t size, int tag, int expect_rc = 0) {
     srd_req *req = nullptr;
     EXPECT_EQ(expect_rc, srd_proto_isend(s, buf.data(), size, tag, &reg.ref, &req));
@@ -510,4 +542,84 @@ int main(int argc, char **argv) {
   setenv("NCCL_SRD_CLOSE_TIMEOUT_MS", "50", 1);
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
+}
+
+// iflush: nothing unless the device's decision asks for a flush (efa writing
+// GPU memory over PCIe); then one loopback read per rail of the received
+// buffer, and the request completes when every read has.
+TEST_F(Proto, NoFlushWhereTheDeviceNeedsNone) {
+  std::vector<char> in(4096);
+  Reg ri(in);
+  ri.mr.device = 0;
+  EXPECT_EQ(nullptr, iflush(in, ri, 4096));
+  EXPECT_TRUE(g.reads.empty());
+}
+
+TEST_F(Proto, FlushReadsTheBufferAndCompletesWithTheRead) {
+  b.gdr.flush = true;
+  std::vector<char> in(4096);
+  Reg ri(in);
+  EXPECT_EQ(nullptr, iflush(in, ri, 4096)) << "host memory needs no flush";
+  ri.mr.device = 0;
+  EXPECT_EQ(nullptr, iflush(in, ri, 0)) << "a buffer that received nothing needs no flush";
+  EXPECT_TRUE(g.reads.empty());
+  srd_req *fr = iflush(in, ri, 4096);
+  ASSERT_TRUE(fr);
+  ASSERT_EQ(1u, g.reads.size()) << "one read per rail";
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(in.data()), g.reads[0].raddr);
+  EXPECT_EQ(0x5eedu, g.reads[0].key);
+  EXPECT_FALSE(fr->done) << "done only when the read is";
+  complete_read(0);
+  EXPECT_TRUE(fr->done);
+  EXPECT_EQ(0, fr->result);
+  srd_req_release(fr);
+}
+
+TEST_F(Proto, FailedFlushReadFailsTheRequest) {
+  b.gdr.flush = true;
+  std::vector<char> in(4096);
+  Reg ri(in);
+  ri.mr.device = 0;
+  srd_req *fr = iflush(in, ri, 100);
+  ASSERT_TRUE(fr);
+  complete_read(0, -FI_EIO);
+  EXPECT_TRUE(fr->done);
+  EXPECT_EQ(SRD_ERR_SYSTEM, fr->result);
+  srd_req_release(fr);
+}
+
+TEST_F(Proto, RefusedFlushReadFallsBackToTheDriver) {
+  fake::Driver driver;
+  b.gdr.flush = true;
+  g.read_refused = -FI_ENOSYS;
+  std::vector<char> in(4096);
+  Reg ri(in);
+  ri.mr.device = 1;
+  EXPECT_EQ(nullptr, iflush(in, ri, 4096)) << "flushed synchronously";
+  EXPECT_EQ(1, fake::state.flushes);
+  EXPECT_EQ(0, r->result);
+  EXPECT_EQ(0, r->reqs_in_flight) << "the request taken for the reads went back";
+}
+
+// A small send from GPU memory waits for the clear-to-send and is written,
+// even to a receiver that takes eager data: the CPU cannot copy it.
+TEST_F(Proto, GpuMemoryNeverGoesEagerly) {
+  std::vector<char> out = pattern(100, 4), in(4096);
+  Reg ro(out), ri(in);
+  ro.mr.device = 0;
+  EXPECT_EQ(nullptr, isend(out, ro, out.size(), 3, SRD_AGAIN)) << "no eager send from GPU memory";
+  EXPECT_TRUE(g.sends.empty());
+  Reg *regs[] = {&ri};
+  int tag = 3;
+  srd_req *rr = irecv(1, &in, regs, &tag);
+  deliver_and_complete_sends();
+  srd_req *sr = isend(out, ro, out.size(), 3);
+  ASSERT_TRUE(sr);
+  ASSERT_EQ(1u, g.writes.size()) << "written after the clear-to-send";
+  deliver_write(0);
+  complete_write(0);
+  EXPECT_TRUE(rr->done && sr->done);
+  EXPECT_EQ(0, memcmp(out.data(), in.data(), 100));
+  srd_req_release(sr);
+  srd_req_release(rr);
 }
