@@ -100,7 +100,6 @@ struct srd_rail {
   int virt_addr;           /* remote addresses are virtual addresses */
   int mr_local;            /* local buffers need descriptors */
   size_t max_write;        /* largest single RMA write */
-  uint64_t next_key;       /* last requested MR key */
   /* Not every provider reports the length of a remote write (tcp does not);
    * with 8 bytes of CQ data the writer sends it in the upper half. With 4
    * (efa) the completion's len is used, which efa fills in. */
@@ -150,12 +149,21 @@ void srd_rail_close(struct srd_rail *rail);
 /* The largest single write a rail of this provider info makes. */
 size_t srd_rail_write_limit(const struct fi_info *info);
 
+/* shm: remove the regions in /dev/shm that processes of ours (our name shape,
+ * our user, our pid namespace) left when they died without closing; best
+ * effort. */
+void srd_rail_remove_dead_regions(void);
+
+/* Refuses (-FI_EINVAL, logged) a name that cannot be a peer of this provider:
+ * wrong family; on shm, a name not of our shape, of a missing or foreign
+ * region, of a dead process, or one of our own endpoints. */
 int srd_rail_av_insert(struct srd_rail *rail, const void *name, fi_addr_t *addr);
 void srd_rail_av_remove(struct srd_rail *rail, fi_addr_t addr);
 
 /* Memory registration on this rail's domain. access: FI_* access flags. */
 int srd_rail_reg(struct srd_rail *rail, void *base, size_t len, uint64_t access, int cuda_dev, int dmabuf_fd,
                  uint64_t dmabuf_offset, struct fid_mr **mr);
+/* NULL for no registration (providers without FI_MR_LOCAL). */
 void *srd_rail_mr_desc(struct fid_mr *mr);
 uint64_t srd_rail_mr_key(struct fid_mr *mr);
 

@@ -8,7 +8,15 @@
 #include "srd/log.h"
 #include "srd/sys.h"
 
+/* A legitimate peer sends a few clear-to-sends before our connect sees its
+ * answer (at most one per receive NCCL keeps in flight); more is a flood. */
+#define MAX_EARLY_MSGS 256
+
 static void keep_early(struct srd_comm *c, const void *buf, size_t len) {
+  if (c->nearly >= MAX_EARLY_MSGS) {
+    srd_comm_fail(c, SRD_ERR_REMOTE, "more than %d messages before the listener's answer", MAX_EARLY_MSGS);
+    return;
+  }
   struct srd_early_msg *e = malloc(sizeof(*e) + len), **tail = &c->early;
   if (!e) {
     srd_comm_fail(c, SRD_ERR_SYSTEM, "out of memory keeping an early control message");
@@ -19,6 +27,7 @@ static void keep_early(struct srd_comm *c, const void *buf, size_t len) {
   memcpy(e->data, buf, len);
   while (*tail) tail = &(*tail)->next;
   *tail = e;
+  c->nearly++;
 }
 
 static void deliver(struct srd_comm *c, const struct srd_msg *m);
@@ -41,7 +50,7 @@ static void on_message(void *arg, struct srd_rail *rail, const void *buf, size_t
     return;
   }
   if (!c->ready) {
-    keep_early(c, buf, len);
+    if (!c->result) keep_early(c, buf, len);
     return;
   }
   deliver(c, &m);
@@ -53,6 +62,7 @@ void srd_comm_replay_early(struct srd_comm *c) {
     struct srd_msg m;
     const char *why;
     c->early = e->next;
+    c->nearly--;
     if (srd_msg_decode(e->data, e->len, &m, &why) == 0) deliver(c, &m);
     free(e);
   }

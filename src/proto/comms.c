@@ -49,9 +49,15 @@ struct srd_comm *srd_comm_alloc(struct srd_dev *dev, bool is_send) {
     SRD_WARN("device %d: all %d comms in use", dev->index, SRD_MAX_COMMS);
     return NULL;
   }
-  struct srd_comm *c = calloc(1, srd_comm_size(is_send));
-  if (!c) return NULL;
+  struct srd_comm *c = dev->free_comms[is_send];
+  if (c) {
+    dev->free_comms[is_send] = c->next_closed;
+    memset(c, 0, srd_comm_size(is_send));
+  } else if (!(c = calloc(1, srd_comm_size(is_send)))) {
+    return NULL;
+  }
   uint32_t idx = dev->free_index[--dev->nfree];
+  c->magic = SRD_COMM_MAGIC;
   c->dev = dev;
   c->is_send = is_send;
   /* The generation tells a message for a closed comm from one for the comm
@@ -125,7 +131,18 @@ void srd_comm_free(struct srd_comm *c) {
   detach(c);
   free(c->peer);
   free(c->inserted);
-  free(c);
+  c->peer = NULL;
+  c->inserted = NULL;
+  c->magic = 0;
+  c->next_closed = dev->free_comms[c->is_send];
+  dev->free_comms[c->is_send] = c;
+}
+
+bool srd_comm_usable(const struct srd_comm *c, bool is_send) {
+  if (c && c->magic == SRD_COMM_MAGIC && c->is_send == is_send) return true;
+  SRD_WARN("%s comm %p is %s", is_send ? "send" : "recv", (const void *)c,
+           !c ? "NULL" : c->magic != SRD_COMM_MAGIC ? "closed (or not a comm)" : "of the other direction");
+  return false;
 }
 
 void srd_comm_fail(struct srd_comm *c, int result, const char *fmt, ...) {

@@ -105,6 +105,7 @@ int srd_dev_open(struct srd_dev *dev) {
     if (dev->rails[i].max_write < max_write) max_write = dev->rails[i].max_write;
   dev->npaths = dev->nrails * dev->neps;
   dev->host_local = !strcmp(dev->rails[0].info->fabric_attr->prov_name, "shm");
+  if (dev->host_local) srd_rail_remove_dead_regions();
   dev->sched.npaths = dev->npaths;
   dev->sched.threshold = (size_t)srd_param_int(SRD_PARAM_STRIPE_THRESHOLD);
   dev->sched.min_stripe = (size_t)srd_param_int(SRD_PARAM_MIN_STRIPE);

@@ -58,6 +58,12 @@ void srd_req_put_all(struct srd_comm *c) {
 }
 
 void srd_pools_free(struct srd_dev *dev) {
+  for (int d = 0; d < 2; d++)
+    while (dev->free_comms[d]) {
+      struct srd_comm *c = dev->free_comms[d];
+      dev->free_comms[d] = c->next_closed;
+      free(c);
+    }
   while (dev->free_reqs) {
     struct srd_req *r = dev->free_reqs;
     dev->free_reqs = r->next_pending;

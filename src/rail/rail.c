@@ -2,8 +2,13 @@
 
 #include "srd/rail.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -65,9 +70,13 @@ static int setup_buffers(struct srd_rail *rail) {
   rail->buf_mem = aligned_alloc(4096, ((size_t)total * stride + 4095) & ~(size_t)4095);
   if (!rail->buf_mem) return -FI_ENOMEM;
   memset(rail->buf_mem, 0, (size_t)total * stride);
-  int rc = fi_mr_reg(rail->domain, rail->buf_mem, (size_t)total * stride, FI_SEND | FI_RECV, 0, 0, 0, &rail->buf_mr,
-                     NULL);
-  if (rc) {
+  /* Control buffers are only the local end of sends and receives: registered
+   * only where the provider needs descriptors (FI_MR_LOCAL: efa), with local
+   * access only. tcp;ofi_rxm 1.17 made a registration of them (key 0)
+   * remotely readable: another peer's eager data and the cookie leaked. */
+  int rc = 0;
+  if (rail->mr_local &&
+      (rc = srd_rail_reg(rail, rail->buf_mem, (size_t)total * stride, FI_SEND | FI_RECV, -1, -1, 0, &rail->buf_mr))) {
     SRD_WARN("rail %s: cannot register control buffers: %s", rail->name, fi_strerror(-rc));
     return rc;
   }
@@ -85,16 +94,24 @@ static int setup_buffers(struct srd_rail *rail) {
   return 0;
 }
 
+/* Containers may share /dev/shm without sharing pid numbers: a name says
+ * in which pid namespace its pid means something (32 bits of the namespace's
+ * inode), so that only regions of our namespace are judged by their pid. */
+static uint32_t pid_ns_tag(void) {
+  struct stat st;
+  return stat("/proc/self/ns/pid", &st) ? 0 : (uint32_t)st.st_ino;
+}
+
 /* shm names its shared-memory region after the process id unless told
  * otherwise; a region left by a killed process then blocks a later process
  * that gets the same pid. A random name cannot collide. Fixed-width fields:
  * both sides' names must have one length (pids of 4 and 5 digits). */
 static int name_host_local_endpoint(struct srd_rail *rail, struct fid_ep *ep, int i) {
   if (strcmp(rail->info->fabric_attr->prov_name, "shm")) return 0;
-  uint64_t r;
-  if (getrandom(&r, sizeof(r), 0) != sizeof(r)) r = (uint64_t)(uintptr_t)ep ^ (uint64_t)time(NULL);
+  uint32_t r;
+  if (getrandom(&r, sizeof(r), 0) != sizeof(r)) r = (uint32_t)(uintptr_t)ep ^ (uint32_t)time(NULL);
   char name[SRD_EP_NAME_MAX];
-  snprintf(name, sizeof(name), "srd-%010d-%016llx-%03d-%d", (int)getpid(), (unsigned long long)r, rail->index, i);
+  snprintf(name, sizeof(name), "srd-%010d-%08x%08x-%03d-%d", (int)getpid(), pid_ns_tag(), r, rail->index, i);
   return fi_setname(&ep->fid, name, strlen(name) + 1);
 }
 
@@ -188,9 +205,69 @@ static void cq_unlock(struct srd_rail *rail) {
   if (rail->thread_safe) pthread_mutex_unlock(&rail->cq_lock);
 }
 
-/* Reject an address that cannot be one of this provider's (a corrupt handle)
- * before the provider sees it: some providers' AVs misbehave afterwards. */
+/* "srd-", 10 digits, "-", 16 hex digits, "-", 3 digits, "-", 1 digit, NUL: the
+ * names name_host_local_endpoint gives. Returns the pid, or -1. */
+static long host_local_pid(const char *name, size_t len) {
+  static const char shape[] = "srd-##########-****************-###-#"; /* #: digit, *: hex digit */
+  if (len < sizeof(shape)) return -1;
+  for (size_t i = 0; i < sizeof(shape); i++) {
+    char c = name[i], want = shape[i];
+    bool ok = want == '#' ? c >= '0' && c <= '9' : want == '*' ? (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')
+                                                                : c == want;
+    if (!ok) return -1;
+  }
+  return strtol(name + 4, NULL, 10);
+}
+
+static bool pid_alive(long pid) { return pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM); }
+
+/* Is the name's pid one of our pid namespace (see pid_ns_tag)? */
+static bool same_pid_ns(const char *name) {
+  char tag[9];
+  memcpy(tag, name + 15, 8); /* after "srd-" and the pid's 10 digits and "-" */
+  tag[8] = 0;
+  return (uint32_t)strtoul(tag, NULL, 16) == pid_ns_tag();
+}
+
+/* shm maps the region a name points to and trusts what it finds there: a
+ * peer name is accepted only if it is of our shape, its region exists, is
+ * ours (our user's: processes of the same user can reach our memory anyway)
+ * and belongs to a live process (where its pid is one of our namespace), and
+ * it is not one of our own endpoints (a
+ * self address removed from the AV crashed shm 1.17's peer). */
+static bool host_local_name_ok(const struct srd_rail *rail, const char *name) {
+  long pid = host_local_pid(name, rail->ep_name_len);
+  if (pid < 0) return false;
+  for (int i = 0; i < rail->neps; i++)
+    if (!memcmp(name, rail->ep_name[i], rail->ep_name_len)) return false;
+  char path[SRD_EP_NAME_MAX + 16];
+  snprintf(path, sizeof(path), "/dev/shm/%s", name);
+  struct stat st;
+  if (lstat(path, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) return false;
+  return !same_pid_ns(name) || pid_alive(pid);
+}
+
+void srd_rail_remove_dead_regions(void) {
+  DIR *d = opendir("/dev/shm");
+  if (!d) return;
+  int removed = 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    long pid = host_local_pid(e->d_name, strlen(e->d_name) + 1);
+    struct stat st;
+    if (pid < 0 || !same_pid_ns(e->d_name) || pid_alive(pid) ||
+        fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode) || st.st_uid != geteuid())
+      continue;
+    if (unlinkat(dirfd(d), e->d_name, 0) == 0) removed++;
+  }
+  closedir(d);
+  if (removed) SRD_INFO(NCCL_INIT | NCCL_NET, "removed %d shared-memory region(s) of exited processes", removed);
+}
+
+/* Reject an address that cannot be one of this provider's (a corrupt handle,
+ * a forged hello) before the provider sees it: some providers' AVs misbehave
+ * afterwards. */
 static bool plausible_address(const struct srd_rail *rail, const void *name) {
+  if (!strcmp(rail->info->fabric_attr->prov_name, "shm")) return host_local_name_ok(rail, name);
   sa_family_t family;
   memcpy(&family, name, sizeof(family));
   switch (rail->info->addr_format) {
@@ -258,11 +335,23 @@ void srd_rail_av_remove(struct srd_rail *rail, fi_addr_t addr) {
   }
 }
 
+/* Without FI_MR_PROV_KEY (tcp;ofi_rxm, shm) the keys are ours to choose:
+ * random, so that a process that never said hello cannot guess one (they were
+ * 1, 2, 3...). efa (FI_MR_PROV_KEY) picks its own. */
+static uint64_t random_key(const struct srd_rail *rail) {
+  uint64_t k = 0;
+  while (getrandom(&k, sizeof(k), 0) != sizeof(k) || k == 0) {
+  }
+  size_t bits = rail->info->domain_attr->mr_key_size * 8;
+  return bits && bits < 64 ? k & ((1ULL << bits) - 1) : k;
+}
+
+#define KEY_TRIES 8
+
 int srd_rail_reg(struct srd_rail *rail, void *base, size_t len, uint64_t access, int cuda_dev, int dmabuf_fd,
                  uint64_t dmabuf_offset, struct fid_mr **mr) {
   struct iovec iov = {.iov_base = base, .iov_len = len};
-  /* Without FI_MR_PROV_KEY the keys are ours to choose, unique per domain. */
-  struct fi_mr_attr attr = {.mr_iov = &iov, .iov_count = 1, .access = access, .requested_key = ++rail->next_key};
+  struct fi_mr_attr attr = {.mr_iov = &iov, .iov_count = 1, .access = access};
   uint64_t flags = 0;
   if (cuda_dev >= 0) {
     attr.iface = FI_HMEM_CUDA;
@@ -279,12 +368,17 @@ int srd_rail_reg(struct srd_rail *rail, void *base, size_t len, uint64_t access,
   if (dmabuf_fd >= 0) return -FI_ENOSYS;
 #endif
   (void)dmabuf_offset;
-  int rc = fi_mr_regattr(rail->domain, &attr, flags, mr);
+  bool prov_key = rail->info->domain_attr->mr_mode & FI_MR_PROV_KEY;
+  int rc = -FI_ENOKEY;
+  for (int t = 0; t < KEY_TRIES && rc == -FI_ENOKEY; t++) { /* a key already in use: draw again */
+    if (!prov_key) attr.requested_key = random_key(rail);
+    rc = fi_mr_regattr(rail->domain, &attr, flags, mr);
+  }
   if (rc) SRD_WARN("rail %s: registration of %zu bytes at %p failed: %s", rail->name, len, base, fi_strerror(-rc));
   return rc;
 }
 
-void *srd_rail_mr_desc(struct fid_mr *mr) { return fi_mr_desc(mr); }
+void *srd_rail_mr_desc(struct fid_mr *mr) { return mr ? fi_mr_desc(mr) : NULL; }
 uint64_t srd_rail_mr_key(struct fid_mr *mr) { return fi_mr_key(mr); }
 
 struct srd_rail_buf *srd_rail_get_send_buf(struct srd_rail *rail) {
