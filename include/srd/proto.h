@@ -68,6 +68,7 @@ struct srd_req {
   bool in_use, done;
   bool released;       /* NCCL is done with it; free once outstanding is 0 */
   bool on_pending;
+  bool cts_sent;       /* receive: its clear-to-send was posted, so writes may name it */
   int result;          /* enum srd_err once done */
   int outstanding;     /* posted operations that still name this request */
   uint32_t seq;        /* first message sequence */

@@ -93,8 +93,9 @@ static void on_remote_write(void *arg, struct srd_rail *rail, uint32_t imm, size
   struct srd_dev *dev = arg;
   struct srd_imm v = srd_imm_unpack(imm);
   struct srd_comm *c = dev->comms[v.comm_index];
-  if (!c || c->is_send) {
-    SRD_WARN("rail %s: remote write for unknown comm index %u dropped", rail->name, v.comm_index);
+  if (!c || c->is_send || !c->ready) {
+    SRD_WARN("rail %s: remote write for comm index %u, which is no ready receive comm, dropped", rail->name,
+             v.comm_index);
     return;
   }
   c->last_heard_ms = srd_now_ms();

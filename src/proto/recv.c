@@ -79,14 +79,27 @@ void srd_proto_on_trunc(struct srd_comm *c, const struct srd_msg_trunc *m) {
   srd_req_finish(r, SRD_ERR_USAGE);
 }
 
+/* The immediate data is the writer's claim: it must name a receive whose
+ * clear-to-send went out, keep the stripe count of its first write, and never
+ * add up to more than the buffer posted. Anything else fails this comm only. */
 void srd_proto_on_write(struct srd_comm *c, struct srd_imm imm, size_t len) {
   struct srd_req *r = c->reqs[imm.slot & ((1u << SRD_SLOT_BITS) - 1)];
-  if (!r || r->slot_tag != imm.slot || r->kind != SRD_REQ_RECV || r->done || imm.entry >= (uint32_t)r->n ||
-      r->e[imm.entry].complete) {
+  if (!r || r->slot_tag != imm.slot || r->kind != SRD_REQ_RECV || r->done || !r->cts_sent ||
+      imm.entry >= (uint32_t)r->n || r->e[imm.entry].complete) {
     srd_comm_fail(c, SRD_ERR_REMOTE, "write for slot %#x entry %u matches no open receive", imm.slot, imm.entry);
     return;
   }
   struct srd_recv_entry *e = &r->e[imm.entry];
+  if (e->stripes_seen && e->stripes_total != imm.nstripes) {
+    srd_comm_fail(c, SRD_ERR_REMOTE, "write for slot %#x entry %u claims %u stripes, earlier ones %u", imm.slot,
+                  imm.entry, imm.nstripes, e->stripes_total);
+    return;
+  }
+  if (len > e->cap - e->got) {
+    srd_comm_fail(c, SRD_ERR_REMOTE, "writes for slot %#x entry %u add up to more than its %zu bytes", imm.slot,
+                  imm.entry, e->cap);
+    return;
+  }
   e->stripes_total = imm.nstripes;
   e->got += len;
   c->traffic.writes++;
@@ -134,7 +147,11 @@ static size_t encode_cts(void *buf, size_t cap, const void *arg) {
   return srd_msg_encode_cts(buf, cap, c->peer_id, &m, keys);
 }
 
-static int post_cts(struct srd_req *r) { return srd_comm_send_ctrl(r->comm, FI_ADDR_UNSPEC, encode_cts, r, NULL); }
+static int post_cts(struct srd_req *r) {
+  int rc = srd_comm_send_ctrl(r->comm, FI_ADDR_UNSPEC, encode_cts, r, NULL);
+  if (rc == SRD_OK) r->cts_sent = true;
+  return rc;
+}
 
 int srd_proto_post_cts(struct srd_req *r) {
   int rc = post_cts(r);

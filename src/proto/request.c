@@ -41,7 +41,7 @@ struct srd_req *srd_req_get(struct srd_comm *c, enum srd_req_kind kind) {
   r->slot_tag = c->is_send ? 0 : (uint8_t)(i | srd_recv_comm(c)->slot_uses[i] << SRD_SLOT_BITS);
   r->kind = kind;
   r->in_use = true;
-  r->done = r->released = r->on_pending = false;
+  r->done = r->released = r->on_pending = r->cts_sent = false;
   r->result = 0;
   r->outstanding = 0;
   r->n = r->entries_done = 0;

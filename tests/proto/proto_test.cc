@@ -118,10 +118,16 @@ void free_dev(srd_dev *d) {
 // A registration of buf as the cache would hand it out.
 struct Reg {
   srd_rail_mrs mrs{};
-  srd_mr mr{};
+  srd_mr mr{}, send_mr{};
   srd_mr_ref ref{};
   explicit Reg(std::vector<char> &buf) {
     mrs.nrails = 1;
+    // One handle serves both directions, as with regIsGlobal: the receive
+    // class first, the send class as its second registration.
+    mr.access = SRD_MR_RECV;
+    send_mr.access = SRD_MR_SEND;
+    send_mr.handle = &mrs;
+    ref.alt = &send_mr;
     mr.base = reinterpret_cast<uintptr_t>(buf.data());
     mr.len = buf.size();
     mr.refs = 1;
@@ -455,6 +461,79 @@ TEST_F(Proto, ReorderedCompletions) {
   EXPECT_EQ(0, r->result);
   srd_req_release(sr);
   srd_req_release(rr);
+}
+
+// A write whose immediate data the receiver did not offer (forged, or from a
+// buggy writer) fails that comm and completes nothing.
+uint32_t forged(const Write &w, uint32_t nstripes) {
+  srd_imm v = srd_imm_unpack(w.imm);
+  v.nstripes = nstripes;
+  return srd_imm_pack(v);
+}
+
+TEST_F(Proto, StripeCountIsFixedByTheFirstWrite) {
+  std::vector<char> out = pattern(16384, 13), in(16384);
+  Reg ro(out), ri(in);
+  Reg *regs[] = {&ri};
+  srd_req *rr = irecv(1, &in, regs, nullptr);
+  deliver_and_complete_sends();
+  srd_req *sr = isend(out, ro, out.size(), 0);
+  ASSERT_EQ(4u, g.writes.size());
+  deliver_write(0);
+  Write w = g.writes.at(1);
+  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], forged(w, 2), w.len);
+  EXPECT_NE(0, r->result) << "a second stripe count for one entry fails the comm";
+  EXPECT_FALSE(rr->done && rr->result == 0) << "the receive never completes with a forged count";
+  EXPECT_EQ(0, s->result) << "only the receiving comm fails";
+  while (!g.writes.empty()) complete_write(0);
+  srd_req_release(sr);
+  srd_req_release(rr);
+}
+
+TEST_F(Proto, WritesNeverAddUpToMoreThanThePostedBuffer) {
+  std::vector<char> out = pattern(4096, 14), in(4096);
+  Reg ro(out), ri(in);
+  Reg *regs[] = {&ri};
+  srd_req *rr = irecv(1, &in, regs, nullptr);
+  deliver_and_complete_sends();
+  srd_req *sr = isend(out, ro, out.size(), 0);
+  ASSERT_EQ(1u, g.writes.size());
+  Write w = g.writes.at(0);
+  // tcp reports the length the writer claims: a claim past the buffer.
+  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], w.imm, w.len + 1);
+  EXPECT_NE(0, r->result);
+  EXPECT_FALSE(rr->done && rr->result == 0) << "a receive never reports more than it posted";
+  complete_write(0);
+  srd_req_release(sr);
+  srd_req_release(rr);
+}
+
+TEST_F(Proto, WriteBeforeTheClearToSendIsRefused) {
+  std::vector<char> in(4096);
+  Reg ri(in);
+  Reg *regs[] = {&ri};
+  g.no_buffers = true;
+  srd_req *rr = irecv(1, &in, regs, nullptr);
+  ASSERT_TRUE(rr->on_pending);
+  srd_imm v = {r->id & (SRD_MAX_COMMS - 1), rr->slot_tag, 1, 0};
+  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], srd_imm_pack(v), 16);
+  EXPECT_FALSE(rr->done) << "a slot whose clear-to-send never went out took a write";
+  EXPECT_NE(0, r->result);
+  g.no_buffers = false;
+  srd_req_release(rr);
+}
+
+TEST_F(Proto, WriteNamingASendCommOrAConnectingCommIsDropped) {
+  srd_comm *connecting = srd_comm_alloc(&b, false);
+  ASSERT_TRUE(connecting);
+  srd_imm to_send = {s->id & (SRD_MAX_COMMS - 1), 0, 1, 0};
+  srd_dispatch_handlers.on_remote_write(&a, &a.rails[0], srd_imm_pack(to_send), 16);
+  srd_imm to_connecting = {connecting->id & (SRD_MAX_COMMS - 1), 0, 1, 0};
+  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], srd_imm_pack(to_connecting), 16);
+  EXPECT_EQ(0, s->result);
+  EXPECT_EQ(0, connecting->result);
+  EXPECT_EQ(0, r->result);
+  srd_comm_free(connecting);
 }
 
 TEST_F(Proto, NoControlBufferMeansTryLater) {
