@@ -127,6 +127,8 @@ struct srd_comm {
   struct srd_dev *dev;
   uint32_t id;          /* index | generation << SRD_COMM_INDEX_BITS */
   uint32_t peer_id;     /* the peer comm's id */
+  uint64_t token;       /* random, never 0: every message to this comm must carry it */
+  uint64_t peer_token;  /* the peer comm's, from its hello or answer: carried in ours */
   uint32_t peer_pid;
   bool peer_closed;     /* the peer sent its close notice */
   uint32_t peer_final_seq; /* messages the closed peer sent (or received) */

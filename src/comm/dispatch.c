@@ -49,6 +49,11 @@ static void on_message(void *arg, struct srd_rail *rail, const void *buf, size_t
     SRD_INFO(NCCL_NET, "rail %s: message type %d for comm %#x that no longer exists", rail->name, m.type, m.dst_comm);
     return;
   }
+  if (m.token != c->token) {
+    SRD_WARN("rail %s: message type %d for comm %#x with a wrong token dropped (forged?)", rail->name, m.type,
+             m.dst_comm);
+    return;
+  }
   if (!c->ready) {
     if (!c->result) keep_early(c, buf, len);
     return;

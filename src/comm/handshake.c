@@ -32,7 +32,7 @@ static size_t encode_peer(void *buf, size_t cap, const void *arg) {
   struct srd_dev *dev = m->c->dev;
   uint8_t names[SRD_MAX_PATHS * SRD_NAME_MAX];
   struct srd_msg_peer p = {
-      .cookie = m->c->cookie, .listener_id = m->listener_id, .src_comm = m->c->id, .pid = (uint32_t)getpid()};
+      .cookie = m->c->cookie, .token = m->c->token, .listener_id = m->listener_id, .src_comm = m->c->id, .pid = (uint32_t)getpid()};
   our_paths(dev, &p, names);
   if (m->type == SRD_MSG_ACCEPT && !dev->cuda) p.flags |= SRD_PEER_EAGER_OK;
   return srd_msg_encode_peer(buf, cap, m->type, m->dst, &p);
@@ -168,12 +168,14 @@ static void on_hello(struct srd_dev *dev, const struct srd_msg_peer *p) {
   l->nhellos++;
 }
 
-static void on_accept(struct srd_dev *dev, uint32_t dst, const struct srd_msg_peer *p) {
+static void on_accept(struct srd_dev *dev, uint32_t dst, uint64_t token, const struct srd_msg_peer *p) {
   struct srd_comm *c = srd_dev_comm_by_id(dev, dst);
-  if (!c || !c->is_send || c->ready || c->cookie != p->cookie) {
-    SRD_WARN("device %d: answer for comm %#x that is not connecting (or wrong cookie) dropped", dev->index, dst);
+  if (!c || !c->is_send || c->ready || c->cookie != p->cookie || c->token != token) {
+    SRD_WARN("device %d: answer for comm %#x that is not connecting (or wrong cookie or token) dropped", dev->index,
+             dst);
     return;
   }
+  c->peer_token = p->token;
   c->peer_id = p->src_comm;
   c->peer_pid = p->pid;
   c->eager_ok = p->flags & SRD_PEER_EAGER_OK;
@@ -185,7 +187,7 @@ static void on_accept(struct srd_dev *dev, uint32_t dst, const struct srd_msg_pe
 
 void srd_handshake_on_message(struct srd_dev *dev, const struct srd_msg *m) {
   if (m->type == SRD_MSG_HELLO) on_hello(dev, &m->u.peer);
-  else on_accept(dev, m->dst_comm, &m->u.peer);
+  else on_accept(dev, m->dst_comm, m->token, &m->u.peer);
 }
 
 /* Turn waiting hellos into comms to answer. A hello whose addresses the
@@ -205,6 +207,7 @@ static void start_answers(struct srd_listener *l) {
     }
     c->cookie = l->cookie;
     c->peer_id = ph->peer.src_comm;
+    c->peer_token = ph->peer.token;
     c->peer_pid = ph->peer.pid;
     int rc = srd_comm_set_peer(c, &ph->peer);
     free(ph);

@@ -58,6 +58,8 @@ struct srd_comm *srd_comm_alloc(struct srd_dev *dev, bool is_send) {
   }
   uint32_t idx = dev->free_index[--dev->nfree];
   c->magic = SRD_COMM_MAGIC;
+  while (!(c->token = srd_random64())) {
+  }
   c->dev = dev;
   c->is_send = is_send;
   /* The generation tells a message for a closed comm from one for the comm

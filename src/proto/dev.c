@@ -15,9 +15,9 @@
 #define SCAN_INTERVAL_MS 100
 
 static size_t ctrl_buf_size(const struct srd_dev *dev) {
-  size_t hello = 32 + (size_t)SRD_MAX_PATHS * SRD_NAME_MAX;
-  size_t cts = 16 + (size_t)SRD_MAX_RECVS * (20 + 8 * SRD_MAX_RAILS);
-  size_t eager = 32 + dev->eager_max;
+  size_t hello = 56 + (size_t)SRD_MAX_PATHS * SRD_NAME_MAX;
+  size_t cts = 24 + (size_t)SRD_MAX_RECVS * (20 + 8 * SRD_MAX_RAILS);
+  size_t eager = 40 + dev->eager_max;
   size_t m = hello > cts ? hello : cts;
   return m > eager ? m : eager;
 }

@@ -156,6 +156,7 @@ class Proto : public ::testing::Test {
   }
   static void join(srd_comm *c, srd_comm *peer, fi_addr_t addr) {
     c->peer_id = peer->id;
+    c->peer_token = peer->token;
     c->remote_rails = c->remote_eps = 1;
     c->peer = static_cast<fi_addr_t *>(calloc(1, sizeof(fi_addr_t)));
     c->peer[0] = addr;
@@ -461,6 +462,58 @@ TEST_F(Proto, ReorderedCompletions) {
   EXPECT_EQ(0, r->result);
   srd_req_release(sr);
   srd_req_release(rr);
+}
+
+// Control messages carry the destination comm's token: a copy with any other
+// token (a forger who knows only the comm id) is dropped on arrival.
+TEST_F(Proto, MessagesWithAWrongTokenAreDropped) {
+  std::vector<char> out = pattern(4096, 15), in(4096), small = pattern(64, 16), in2(64);
+  Reg ro(out), ri(in), rs(small), ri2(in2);
+  Reg *regs[] = {&ri};
+  srd_req *rr = irecv(1, &in, regs, nullptr);
+  ASSERT_EQ(1u, g.sends.size());
+  auto forge = [](size_t i, uint64_t token) {
+    const Sent &m = g.sends.at(i);
+    std::vector<char> copy(m.buf->data, m.buf->data + m.len);
+    srd_msg_set_token(copy.data(), token);
+    srd_dev *d = dest_dev(m.dest);
+    srd_dispatch_handlers.on_message(d, &d->rails[0], copy.data(), copy.size());
+  };
+  forge(0, s->token ^ 1); // the clear-to-send
+  forge(0, 0);
+  srd_req *sr = isend(out, ro, out.size(), 0, SRD_AGAIN);
+  EXPECT_EQ(nullptr, sr) << "a clear-to-send with a wrong token was taken";
+  deliver_and_complete_sends();
+  sr = isend(out, ro, out.size(), 0);
+  ASSERT_TRUE(sr);
+  deliver_write(0);
+  complete_write(0);
+  EXPECT_TRUE(rr->done);
+  EXPECT_EQ(out, in);
+  srd_req_release(sr);
+  srd_req_release(rr);
+  // An eager message and a close notice with the wrong token change nothing.
+  srd_req *es = isend(small, rs, small.size(), 0);
+  ASSERT_TRUE(es);
+  ASSERT_EQ(1u, g.sends.size());
+  forge(0, r->token + 1);
+  EXPECT_EQ(nullptr, srd_recv_comm(r)->unexpected) << "a forged eager message was kept";
+  deliver_and_complete_sends();
+  Reg *regs2[] = {&ri2};
+  srd_req *rr2 = irecv(1, &in2, regs2, nullptr);
+  EXPECT_TRUE(rr2->done);
+  EXPECT_EQ(small, in2);
+  srd_req_release(es);
+  srd_req_release(rr2);
+  srd_comm *closing = s;
+  s = nullptr;
+  srd_comm_close(closing);
+  ASSERT_EQ(1u, g.sends.size());
+  forge(0, r->token ^ 0x8000000000000000ull);
+  EXPECT_FALSE(r->peer_closed) << "a forged close notice was taken";
+  deliver_send(0);
+  EXPECT_TRUE(r->peer_closed);
+  complete_send(0);
 }
 
 // A write whose immediate data the receiver did not offer (forged, or from a

@@ -39,8 +39,12 @@ static void decode_handle(const char *handle, struct srd_handle *h) {
   ST_CHECK(srd_handle_decode(handle, h, &why) == 0, "handle: %s", why);
 }
 
+/* The victim's token for the comm of the last rogue_handshake: a rogue that
+ * has the cookie (a peer inside the job) learns it from the answer. */
+static uint64_t victim_token;
+
 /* The rogue says hello to the victim's listener and plays its sender: the
- * victim's recv comm id comes back in the answer. */
+ * victim's recv comm id and token come back in the answer. */
 static fi_addr_t rogue_handshake(struct rogue *r, const char *handle, uint32_t *victim_comm) {
   struct srd_handle h;
   decode_handle(handle, &h);
@@ -52,6 +56,7 @@ static fi_addr_t rogue_handshake(struct rogue *r, const char *handle, uint32_t *
   do ST_CHECK(rogue_recv(r, &m, SETUP_MS) == 0, "rogue: no answer to its hello");
   while (m.type != SRD_MSG_ACCEPT);
   *victim_comm = m.u.peer.src_comm;
+  victim_token = m.u.peer.token;
   return v;
 }
 
@@ -414,6 +419,7 @@ static int floods(int rank, int nranks, void *arg) {
   int sent = 0;
   for (uint32_t seq = 1; seq <= 3000; seq++, sent++) {
     size_t hl = srd_msg_encode_eager_header(msg, sizeof msg, victim, seq, 0, 4096);
+    srd_msg_set_token(msg, victim_token);
     memset(msg + hl, 0x42, 4096);
     if (rogue_send(&r, v, msg, hl + 4096, OP_MS)) break;
   }
@@ -438,12 +444,14 @@ static int floods(int rank, int nranks, void *arg) {
   do ST_CHECK(rogue_recv(&r, &m, SETUP_MS) == 0, "rogue: no hello from the victim");
   while (m.type != SRD_MSG_HELLO);
   uint32_t connecting = m.u.peer.src_comm;
+  uint64_t connecting_token = m.u.peer.token;
   fi_addr_t vc = rogue_insert(&r, m.u.peer.names);
   struct srd_msg_cts c = {.seq = 0, .n = 1, .nkeys = 1};
   uint64_t key = 1;
   for (int i = 0; i < 2000 && !st_oob_ready(0); i++) {
     c.seq = (uint32_t)i;
     size_t len = srd_msg_encode_cts(msg, sizeof msg, connecting, &c, &key);
+    srd_msg_set_token(msg, connecting_token);
     if (rogue_send(&r, vc, msg, len, OP_MS)) break;
   }
   st_oob_recv(0, &g, 1, 60000);
