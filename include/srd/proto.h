@@ -189,6 +189,8 @@ static inline struct srd_recv_comm *srd_recv_comm(struct srd_comm *c) { return (
  * unordered): kept raw and replayed once the comm knows its peer. */
 struct srd_early_msg {
   struct srd_early_msg *next;
+  struct srd_rail *rail; /* where it arrived, and from whom: checked at replay */
+  fi_addr_t src;
   size_t len;
   char data[];
 };

@@ -61,11 +61,14 @@ struct srd_rail_write {
   int err;                      /* why the post failed (failed list) */
 };
 
+/* src, in the handlers: the sender's address in this rail's AV where the
+ * provider tells it (rail->source, FI_SOURCE); otherwise, or when the sender
+ * is not in the AV, FI_ADDR_NOTAVAIL. */
 struct srd_rail_handlers {
   /* A control message landed in one of the rail's receive buffers. */
-  void (*on_message)(void *arg, struct srd_rail *rail, const void *buf, size_t len);
+  void (*on_message)(void *arg, struct srd_rail *rail, const void *buf, size_t len, fi_addr_t src);
   /* A remote write with immediate data finished in our memory. */
-  void (*on_remote_write)(void *arg, struct srd_rail *rail, uint32_t imm, size_t len);
+  void (*on_remote_write)(void *arg, struct srd_rail *rail, uint32_t imm, size_t len, fi_addr_t src);
   /* A completion error with no operation of ours to blame. */
   void (*on_rail_error)(void *arg, struct srd_rail *rail, int err, const char *errstr);
   void *arg;
@@ -119,9 +122,11 @@ struct srd_rail {
   struct srd_av_entry *av_entries;
   int nav, cap_av;
   struct fi_cq_data_entry *held;
+  fi_addr_t *held_src;
   int nheld;
   int failed;
   bool thread_safe;
+  bool source;             /* the provider reports completions' source addresses (FI_SOURCE) */
   pthread_mutex_t cq_lock; /* thread_safe rails: CQ reads and posts vs. AV changes */
   pthread_mutex_t post_lock; /* thread_safe rails: the post queue */
   struct srd_rail_write *postq_head, *postq_tail;
@@ -133,6 +138,7 @@ struct srd_rail {
 struct srd_rail_batch {
   int n;
   struct fi_cq_data_entry e[SRD_RAIL_BATCH];
+  fi_addr_t src[SRD_RAIL_BATCH]; /* see struct srd_rail_handlers */
   bool has_err;
   int err;                /* positive FI_* errno of the error entry */
   void *err_context;
@@ -153,6 +159,10 @@ size_t srd_rail_write_limit(const struct fi_info *info);
  * our user, our pid namespace) left when they died without closing; best
  * effort. */
 void srd_rail_remove_dead_regions(void);
+/* Inside the rail module (src/rail/shm_names.c): name endpoint i of an shm
+ * rail (other providers: nothing to do), and judge a peer's shm name. */
+int srd_rail_name_shm_endpoint(struct srd_rail *rail, struct fid_ep *ep, int i);
+bool srd_rail_shm_name_ok(const struct srd_rail *rail, const char *name);
 
 /* Refuses (-FI_EINVAL, logged) a name that cannot be a peer of this provider:
  * wrong family; on shm, a name not of our shape, of a missing or foreign

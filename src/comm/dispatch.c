@@ -12,7 +12,7 @@
  * answer (at most one per receive NCCL keeps in flight); more is a flood. */
 #define MAX_EARLY_MSGS 256
 
-static void keep_early(struct srd_comm *c, const void *buf, size_t len) {
+static void keep_early(struct srd_comm *c, struct srd_rail *rail, fi_addr_t src, const void *buf, size_t len) {
   if (c->nearly >= MAX_EARLY_MSGS) {
     srd_comm_fail(c, SRD_ERR_REMOTE, "more than %d messages before the listener's answer", MAX_EARLY_MSGS);
     return;
@@ -23,6 +23,8 @@ static void keep_early(struct srd_comm *c, const void *buf, size_t len) {
     return;
   }
   e->next = NULL;
+  e->rail = rail;
+  e->src = src;
   e->len = len;
   memcpy(e->data, buf, len);
   while (*tail) tail = &(*tail)->next;
@@ -32,7 +34,19 @@ static void keep_early(struct srd_comm *c, const void *buf, size_t len) {
 
 static void deliver(struct srd_comm *c, const struct srd_msg *m);
 
-static void on_message(void *arg, struct srd_rail *rail, const void *buf, size_t len) {
+/* Did src (see struct srd_rail_handlers) send for c's peer? Where the
+ * provider does not say (no FI_SOURCE), yes: the token and, for writes, the
+ * keys are then what stands between a stranger and the comm. */
+static bool from_peer(const struct srd_comm *c, const struct srd_rail *rail, fi_addr_t src) {
+  if (!rail->source) return true;
+  if (src == FI_ADDR_NOTAVAIL || !c->inserted) return false;
+  int rpaths = c->remote_rails * c->remote_eps, l = (int)(rail - c->dev->rails);
+  for (int j = 0; j < rpaths; j++)
+    if (c->inserted[l * rpaths + j] == src) return true;
+  return false;
+}
+
+static void on_message(void *arg, struct srd_rail *rail, const void *buf, size_t len, fi_addr_t src) {
   struct srd_dev *dev = arg;
   struct srd_msg m;
   const char *why;
@@ -55,7 +69,12 @@ static void on_message(void *arg, struct srd_rail *rail, const void *buf, size_t
     return;
   }
   if (!c->ready) {
-    if (!c->result) keep_early(c, buf, len);
+    if (!c->result) keep_early(c, rail, src, buf, len);
+    return;
+  }
+  if (!from_peer(c, rail, src)) {
+    SRD_WARN("rail %s: message type %d for comm %#x from an address that is not its peer's dropped", rail->name,
+             m.type, m.dst_comm);
     return;
   }
   deliver(c, &m);
@@ -68,7 +87,11 @@ void srd_comm_replay_early(struct srd_comm *c) {
     const char *why;
     c->early = e->next;
     c->nearly--;
-    if (srd_msg_decode(e->data, e->len, &m, &why) == 0) deliver(c, &m);
+    if (!from_peer(c, e->rail, e->src))
+      SRD_WARN("comm %#x: a message kept before the answer came from an address that is not its peer's; dropped",
+               c->id);
+    else if (srd_msg_decode(e->data, e->len, &m, &why) == 0)
+      deliver(c, &m);
     free(e);
   }
 }
@@ -94,13 +117,18 @@ static void deliver(struct srd_comm *c, const struct srd_msg *msg) {
   }
 }
 
-static void on_remote_write(void *arg, struct srd_rail *rail, uint32_t imm, size_t len) {
+static void on_remote_write(void *arg, struct srd_rail *rail, uint32_t imm, size_t len, fi_addr_t src) {
   struct srd_dev *dev = arg;
   struct srd_imm v = srd_imm_unpack(imm);
   struct srd_comm *c = dev->comms[v.comm_index];
   if (!c || c->is_send || !c->ready) {
     SRD_WARN("rail %s: remote write for comm index %u, which is no ready receive comm, dropped", rail->name,
              v.comm_index);
+    return;
+  }
+  if (!from_peer(c, rail, src)) {
+    SRD_WARN("rail %s: remote write for comm %#x from an address that is not its peer's: completion dropped", rail->name,
+             c->id);
     return;
   }
   c->last_heard_ms = srd_now_ms();

@@ -2,13 +2,9 @@
 
 #include "srd/rail.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
-#include <sys/stat.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -94,33 +90,12 @@ static int setup_buffers(struct srd_rail *rail) {
   return 0;
 }
 
-/* Containers may share /dev/shm without sharing pid numbers: a name says
- * in which pid namespace its pid means something (32 bits of the namespace's
- * inode), so that only regions of our namespace are judged by their pid. */
-static uint32_t pid_ns_tag(void) {
-  struct stat st;
-  return stat("/proc/self/ns/pid", &st) ? 0 : (uint32_t)st.st_ino;
-}
-
-/* shm names its shared-memory region after the process id unless told
- * otherwise; a region left by a killed process then blocks a later process
- * that gets the same pid. A random name cannot collide. Fixed-width fields:
- * both sides' names must have one length (pids of 4 and 5 digits). */
-static int name_host_local_endpoint(struct srd_rail *rail, struct fid_ep *ep, int i) {
-  if (strcmp(rail->info->fabric_attr->prov_name, "shm")) return 0;
-  uint32_t r;
-  if (getrandom(&r, sizeof(r), 0) != sizeof(r)) r = (uint32_t)(uintptr_t)ep ^ (uint32_t)time(NULL);
-  char name[SRD_EP_NAME_MAX];
-  snprintf(name, sizeof(name), "srd-%010d-%08x%08x-%03d-%d", (int)getpid(), pid_ns_tag(), r, rail->index, i);
-  return fi_setname(&ep->fid, name, strlen(name) + 1);
-}
-
 static int open_endpoint(struct srd_rail *rail, int i) {
   struct fid_ep *ep;
   int rc = fi_endpoint(rail->domain, rail->info, &ep, NULL);
   if (rc) return rc;
   rail->ep[i] = ep;
-  if ((rc = name_host_local_endpoint(rail, ep, i))) return rc;
+  if ((rc = srd_rail_name_shm_endpoint(rail, ep, i))) return rc;
   if ((rc = fi_ep_bind(ep, &rail->av->fid, 0))) return rc;
   if ((rc = fi_ep_bind(ep, &rail->cq->fid, FI_TRANSMIT | FI_RECV))) return rc;
   /* LL128 across nodes is only safe with 128-byte ordered writes: ask efa for
@@ -155,6 +130,7 @@ int srd_rail_open(struct srd_rail *rail, int index, const struct fi_info *info, 
   rail->mr_local = !!(info->domain_attr->mr_mode & FI_MR_LOCAL);
   rail->max_write = srd_rail_write_limit(info);
   rail->len_in_data = info->domain_attr->cq_data_size >= 8;
+  rail->source = !!(info->caps & FI_SOURCE);
   step = "fi_fabric";
   if ((rc = fi_fabric(info->fabric_attr, &rail->fabric, NULL))) goto fail;
   step = "fi_domain";
@@ -170,7 +146,9 @@ int srd_rail_open(struct srd_rail *rail, int index, const struct fi_info *info, 
     if ((rc = open_endpoint(rail, i))) goto fail;
   step = "control buffers";
   if ((rc = setup_buffers(rail))) goto fail;
-  if (rail->reorder && !(rail->held = calloc(MAX_HELD, sizeof(*rail->held)))) goto fail;
+  if (rail->reorder && (!(rail->held = calloc(MAX_HELD, sizeof(*rail->held))) ||
+                        !(rail->held_src = calloc(MAX_HELD, sizeof(*rail->held_src)))))
+    goto fail;
   return 0;
 fail:
   SRD_WARN("rail %s: %s failed: %s (%d)", rail->name, step, fi_strerror(rc < 0 ? -rc : rc), rc);
@@ -190,6 +168,7 @@ void srd_rail_close(struct srd_rail *rail) {
   free(rail->buf_mem);
   free(rail->av_entries);
   free(rail->held);
+  free(rail->held_src);
   if (rail->thread_safe) {
     pthread_mutex_destroy(&rail->cq_lock);
     pthread_mutex_destroy(&rail->post_lock);
@@ -205,69 +184,11 @@ static void cq_unlock(struct srd_rail *rail) {
   if (rail->thread_safe) pthread_mutex_unlock(&rail->cq_lock);
 }
 
-/* "srd-", 10 digits, "-", 16 hex digits, "-", 3 digits, "-", 1 digit, NUL: the
- * names name_host_local_endpoint gives. Returns the pid, or -1. */
-static long host_local_pid(const char *name, size_t len) {
-  static const char shape[] = "srd-##########-****************-###-#"; /* #: digit, *: hex digit */
-  if (len < sizeof(shape)) return -1;
-  for (size_t i = 0; i < sizeof(shape); i++) {
-    char c = name[i], want = shape[i];
-    bool ok = want == '#' ? c >= '0' && c <= '9' : want == '*' ? (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')
-                                                                : c == want;
-    if (!ok) return -1;
-  }
-  return strtol(name + 4, NULL, 10);
-}
-
-static bool pid_alive(long pid) { return pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM); }
-
-/* Is the name's pid one of our pid namespace (see pid_ns_tag)? */
-static bool same_pid_ns(const char *name) {
-  char tag[9];
-  memcpy(tag, name + 15, 8); /* after "srd-" and the pid's 10 digits and "-" */
-  tag[8] = 0;
-  return (uint32_t)strtoul(tag, NULL, 16) == pid_ns_tag();
-}
-
-/* shm maps the region a name points to and trusts what it finds there: a
- * peer name is accepted only if it is of our shape, its region exists, is
- * ours (our user's: processes of the same user can reach our memory anyway)
- * and belongs to a live process (where its pid is one of our namespace), and
- * it is not one of our own endpoints (a
- * self address removed from the AV crashed shm 1.17's peer). */
-static bool host_local_name_ok(const struct srd_rail *rail, const char *name) {
-  long pid = host_local_pid(name, rail->ep_name_len);
-  if (pid < 0) return false;
-  for (int i = 0; i < rail->neps; i++)
-    if (!memcmp(name, rail->ep_name[i], rail->ep_name_len)) return false;
-  char path[SRD_EP_NAME_MAX + 16];
-  snprintf(path, sizeof(path), "/dev/shm/%s", name);
-  struct stat st;
-  if (lstat(path, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) return false;
-  return !same_pid_ns(name) || pid_alive(pid);
-}
-
-void srd_rail_remove_dead_regions(void) {
-  DIR *d = opendir("/dev/shm");
-  if (!d) return;
-  int removed = 0;
-  for (struct dirent *e; (e = readdir(d));) {
-    long pid = host_local_pid(e->d_name, strlen(e->d_name) + 1);
-    struct stat st;
-    if (pid < 0 || !same_pid_ns(e->d_name) || pid_alive(pid) ||
-        fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode) || st.st_uid != geteuid())
-      continue;
-    if (unlinkat(dirfd(d), e->d_name, 0) == 0) removed++;
-  }
-  closedir(d);
-  if (removed) SRD_INFO(NCCL_INIT | NCCL_NET, "removed %d shared-memory region(s) of exited processes", removed);
-}
-
 /* Reject an address that cannot be one of this provider's (a corrupt handle,
  * a forged hello) before the provider sees it: some providers' AVs misbehave
  * afterwards. */
 static bool plausible_address(const struct srd_rail *rail, const void *name) {
-  if (!strcmp(rail->info->fabric_attr->prov_name, "shm")) return host_local_name_ok(rail, name);
+  if (!strcmp(rail->info->fabric_attr->prov_name, "shm")) return srd_rail_shm_name_ok(rail, name);
   sa_family_t family;
   memcpy(&family, name, sizeof(family));
   switch (rail->info->addr_format) {
@@ -480,15 +401,15 @@ static int is_recv_buf(const struct srd_rail *rail, const void *ctx) {
   return p >= rail->buf_mem && p < rail->buf_mem + (size_t)RECV_BUFS_PER_EP * rail->neps * buf_stride(rail);
 }
 
-static void dispatch(struct srd_rail *rail, const struct fi_cq_data_entry *e) {
+static void dispatch(struct srd_rail *rail, const struct fi_cq_data_entry *e, fi_addr_t src) {
   if (e->flags & FI_REMOTE_CQ_DATA && (e->flags & FI_RMA || !e->op_context)) {
-    rail->h.on_remote_write(rail->h.arg, rail, (uint32_t)e->data, rail->len_in_data ? e->data >> 32 : e->len);
+    rail->h.on_remote_write(rail->h.arg, rail, (uint32_t)e->data, rail->len_in_data ? e->data >> 32 : e->len, src);
     return;
   }
   if (!e->op_context) return;
   if (is_recv_buf(rail, e->op_context)) {
     struct srd_rail_buf *b = (struct srd_rail_buf *)e->op_context;
-    rail->h.on_message(rail->h.arg, rail, b->data, e->len);
+    rail->h.on_message(rail->h.arg, rail, b->data, e->len, src);
     post_recv_buf(rail, b);
     return;
   }
@@ -511,25 +432,31 @@ static void dispatch_error(struct srd_rail *rail, const struct srd_rail_batch *b
 
 /* Test mode: release completions in a shuffled order, holding some back for
  * a later poll, as an unordered transport may. */
-static void dispatch_reordered(struct srd_rail *rail, struct fi_cq_data_entry *e, int n) {
+static void dispatch_reordered(struct srd_rail *rail, struct fi_cq_data_entry *e, fi_addr_t *src, int n) {
   for (int i = n - 1; i > 0; i--) {
     int j = rand() % (i + 1);
     struct fi_cq_data_entry t = e[i];
+    fi_addr_t ts = src[i];
     e[i] = e[j], e[j] = t;
+    src[i] = src[j], src[j] = ts;
   }
   for (int i = 0; i < n; i++) {
     if (rail->nheld < MAX_HELD && rand() % 2) {
+      rail->held_src[rail->nheld] = src[i];
       rail->held[rail->nheld++] = e[i];
       continue;
     }
-    dispatch(rail, &e[i]);
+    dispatch(rail, &e[i], src[i]);
   }
   int release = rail->nheld ? 1 + rand() % rail->nheld : 0;
   while (release-- > 0) {
     int k = rand() % rail->nheld;
     struct fi_cq_data_entry x = rail->held[k];
-    rail->held[k] = rail->held[--rail->nheld];
-    dispatch(rail, &x);
+    fi_addr_t xs = rail->held_src[k];
+    rail->nheld--;
+    rail->held[k] = rail->held[rail->nheld];
+    rail->held_src[k] = rail->held_src[rail->nheld];
+    dispatch(rail, &x, xs);
   }
 }
 
@@ -551,7 +478,10 @@ int srd_rail_reap(struct srd_rail *rail, struct srd_rail_batch *b) {
   b->n = 0;
   b->has_err = false;
   cq_lock(rail);
-  int n = (int)fi_cq_read(rail->cq, b->e, SRD_RAIL_BATCH);
+  /* Where the provider has FI_SOURCE, every completion says who sent it;
+   * the comm layer checks it against the comm's peer. */
+  int n = rail->source ? (int)fi_cq_readfrom(rail->cq, b->e, SRD_RAIL_BATCH, b->src)
+                       : (int)fi_cq_read(rail->cq, b->e, SRD_RAIL_BATCH);
   if (n == -FI_EAVAIL) n = reap_error(rail, b);
   cq_unlock(rail);
   if (n == -FI_EAGAIN) return 0;
@@ -560,14 +490,16 @@ int srd_rail_reap(struct srd_rail *rail, struct srd_rail_batch *b) {
     SRD_WARN("rail %s: fi_cq_read failed: %s", rail->name, fi_strerror(-n));
     return n;
   }
+  if (!rail->source)
+    for (int i = 0; i < n; i++) b->src[i] = FI_ADDR_NOTAVAIL;
   b->n = n;
   return n;
 }
 
 void srd_rail_dispatch(struct srd_rail *rail, struct srd_rail_batch *b) {
-  if (rail->reorder) dispatch_reordered(rail, b->e, b->n);
+  if (rail->reorder) dispatch_reordered(rail, b->e, b->src, b->n);
   else
-    for (int i = 0; i < b->n; i++) dispatch(rail, &b->e[i]);
+    for (int i = 0; i < b->n; i++) dispatch(rail, &b->e[i], b->src[i]);
   if (b->has_err) dispatch_error(rail, b);
 }
 
