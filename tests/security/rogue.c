@@ -352,6 +352,96 @@ static int self(int rank, int nranks, void *arg) {
   return 0;
 }
 
+/* ---------- forged: control messages and write completions for a comm the
+ * rogue never joined ---------- */
+
+/* Comm ids are index | generation << 16, generations from 1: a stranger can
+ * guess them, not the token. */
+#define GUESSED_IDS 4
+
+static int forged(int rank, int nranks, void *arg) {
+  (void)nranks;
+  const size_t size = 65536; /* by RMA write after the clear-to-send */
+  st_setup(arg, st_version(VERSION));
+  if (rank == 2) {
+    void *s = st_pair_comm(rank, 0, 2, SETUP_MS);
+    char g;
+    st_oob_recv(0, &g, 1, 110000);
+    st_send_one(s, size, 9, 0, SETUP_MS);
+    ST_NCCL(st_net_close_send(s));
+    ST_NCCL(st_net_finalize());
+    return 0;
+  }
+  if (rank == 0) {
+    void *rc = st_pair_comm(rank, 0, 2, SETUP_MS);
+    char *buf = st_alloc(size);
+    memset(buf, 0xaa, size);
+    void *mh = NULL, *req = NULL, *data = buf;
+    int tag = 0, done = 0, got = 0;
+    ncclResult_t err;
+    ST_NCCL(st_net_reg_mr(rc, buf, size, &mh));
+    ST_CHECK(st_irecv_wait(rc, 1, &data, &size, &tag, &mh, &req, SETUP_MS, &err) == ST_DONE, "irecv");
+    char handle[HSIZE];
+    void *lcomm = victim_listen(handle, 1, -1);
+    uint64_t addr = (uint64_t)(uintptr_t)buf;
+    st_oob_send(1, &addr, sizeof addr);
+    while (!st_oob_ready(1)) { /* progress while the rogue forges */
+      ST_NCCL(st_net_test(req, &done, &got));
+      ST_CHECK(!done, "the receive completed from forged traffic");
+    }
+    char d;
+    st_oob_recv(1, &d, 1, 120000);
+    ST_NCCL(st_net_test(req, &done, &got));
+    ST_CHECK(!done, "the receive completed from forged traffic");
+    char g = 'g';
+    st_oob_send(2, &g, 1);
+    ST_CHECK(st_test_wait(req, &got, SETUP_MS, &err) == ST_DONE, "the legit receive after the forgeries (error %d)",
+             (int)err);
+    ST_CHECK((size_t)got == size, "received %d bytes", got);
+    ST_CHECK(st_pattern_check(buf, size, 9) == SIZE_MAX, "legit data corrupted");
+    ST_NCCL(st_net_dereg_mr(rc, mh));
+    ST_NCCL(st_net_close_recv(rc));
+    ST_NCCL(st_net_close_listen(lcomm));
+    ST_NCCL(st_net_finalize());
+    return 0;
+  }
+  char handle[HSIZE];
+  st_oob_recv(0, handle, HSIZE, SETUP_MS);
+  uint64_t addr;
+  st_oob_recv(0, &addr, sizeof addr, SETUP_MS);
+  struct srd_handle h;
+  decode_handle(handle, &h);
+  struct rogue r;
+  rogue_open(&r, ((const struct st_ctx *)arg)->provider);
+  fi_addr_t v = rogue_insert(&r, h.name);
+  char msg[ROGUE_BUF], junk[256];
+  memset(junk, 0xee, sizeof junk);
+  for (uint32_t i = 0; i < GUESSED_IDS; i++) {
+    uint32_t id = i | 1u << 16;
+    struct srd_msg_cts c = {.seq = 0, .n = 1, .nkeys = 1, .e = {{.addr = 0, .len = size}}};
+    uint64_t key = 1;
+    size_t len = srd_msg_encode_cts(msg, sizeof msg, id, &c, &key);
+    srd_msg_set_token(msg, 0x1234);
+    rogue_send(&r, v, msg, len, OP_MS);
+    len = srd_msg_encode_eager_header(msg, sizeof msg, id, 0, 0, sizeof junk);
+    memcpy(msg + len, junk, sizeof junk);
+    srd_msg_set_token(msg, 0x1234);
+    rogue_send(&r, v, msg, len + sizeof junk, OP_MS);
+    len = srd_msg_encode_bye(msg, sizeof msg, id, 0);
+    srd_msg_set_token(msg, 0);
+    rogue_send(&r, v, msg, len, OP_MS);
+    /* A write naming the victim's receive (slot 0, first use): shm checks no
+     * key, so it lands; its completion must not count (FI_SOURCE). Elsewhere
+     * the key is refused and nothing completes. */
+    struct srd_imm imm = {i, 0, 1, 0};
+    rogue_write(&r, v, junk, sizeof junk, r.virt_addr ? addr : 0, 0, srd_imm_pack(imm), PROBE_MS);
+  }
+  char d = 'd';
+  st_oob_send(0, &d, 1);
+  rogue_close(&r);
+  return 0;
+}
+
 /* ---------- floods ---------- */
 
 static int floods(int rank, int nranks, void *arg) {
@@ -475,13 +565,14 @@ static int case_cts(const struct st_ctx *c) { return is_shm(c) ? 0 : run(c, "cts
 static int case_hellos(const struct st_ctx *c) { return run(c, "hellos", 3, hellos); }
 static int case_self(const struct st_ctx *c) { return run(c, "self", 2, self); }
 static int case_floods(const struct st_ctx *c) { return run(c, "floods", 2, floods); }
+static int case_forged(const struct st_ctx *c) { return run(c, "forged", 3, forged); }
 static int case_regions(const struct st_ctx *c) { return is_shm(c) ? run(c, "regions", 2, victim_killed_region) : 0; }
 static int case_misuse(const struct st_ctx *c) { return run(c, "misuse", 2, api_misuse); }
 
 int main(int argc, char **argv) {
   static const struct st_case cases[] = {
       {"keys", case_keys},     {"cts", case_cts},         {"hellos", case_hellos}, {"self", case_self},
-      {"floods", case_floods}, {"regions", case_regions}, {"misuse", case_misuse},
+      {"floods", case_floods}, {"regions", case_regions}, {"misuse", case_misuse}, {"forged", case_forged},
   };
   return st_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
 }
