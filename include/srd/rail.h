@@ -160,13 +160,15 @@ size_t srd_rail_write_limit(const struct fi_info *info);
  * effort. */
 void srd_rail_remove_dead_regions(void);
 /* Inside the rail module (src/rail/shm_names.c): name endpoint i of an shm
- * rail (other providers: nothing to do), and judge a peer's shm name. */
+ * rail (other providers: nothing to do), and judge a peer's shm name: 0,
+ * -FI_EHOSTDOWN (its region is gone or its process exited), or -FI_EINVAL. */
 int srd_rail_name_shm_endpoint(struct srd_rail *rail, struct fid_ep *ep, int i);
-bool srd_rail_shm_name_ok(const struct srd_rail *rail, const char *name);
+int srd_rail_shm_name_check(const struct srd_rail *rail, const char *name);
 
-/* Refuses (-FI_EINVAL, logged) a name that cannot be a peer of this provider:
- * wrong family; on shm, a name not of our shape, of a missing or foreign
- * region, of a dead process, or one of our own endpoints. */
+/* Refuses (logged) a name that cannot be a peer of this provider: -FI_EINVAL
+ * for a wrong family, or on shm a name not of our shape, of a foreign region
+ * or one of our own endpoints; -FI_EHOSTDOWN on shm for a missing region or
+ * a dead process. */
 int srd_rail_av_insert(struct srd_rail *rail, const void *name, fi_addr_t *addr);
 void srd_rail_av_remove(struct srd_rail *rail, fi_addr_t addr);
 

@@ -81,7 +81,11 @@ static struct srd_comm *start_connect(struct srd_dev *dev, const struct srd_hand
   c->connect_key = key;
   c->listener_id = h->listener_id;
   c->deadline_ms = srd_now_ms() + (uint64_t)srd_param_int(SRD_PARAM_CONNECT_TIMEOUT_MS);
-  if (h->name_len != dev->rails[0].ep_name_len || dev->rail_ops->av_insert(&dev->rails[0], h->name, &c->listener_addr)) {
+  int rc = h->name_len != dev->rails[0].ep_name_len ? -FI_EINVAL
+                                                    : dev->rail_ops->av_insert(&dev->rails[0], h->name, &c->listener_addr);
+  if (rc == -FI_EHOSTDOWN) {
+    srd_comm_fail(c, SRD_ERR_REMOTE, "the listener's process is gone (its shared-memory region or process)");
+  } else if (rc) {
     srd_comm_fail(c, SRD_ERR_USAGE, "the handle's address (%u bytes) is not one of provider %s (%zu bytes)",
                   h->name_len, dev->rails[0].info->fabric_attr->prov_name, dev->rails[0].ep_name_len);
   }

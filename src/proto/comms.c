@@ -187,8 +187,9 @@ int srd_comm_set_peer(struct srd_comm *c, const struct srd_msg_peer *p) {
       for (int e = 0; e < p->neps; e++) {
         const uint8_t *name = p->names + (size_t)(r * p->neps + e) * p->name_len;
         fi_addr_t *slot = &c->inserted[l * rpaths + r * p->neps + e];
-        if (dev->rail_ops->av_insert(&dev->rails[l], name, slot)) {
-          srd_comm_fail(c, SRD_ERR_SYSTEM, "cannot insert the peer's rail %d into the address vector of rail %s", r,
+        int rc = dev->rail_ops->av_insert(&dev->rails[l], name, slot);
+        if (rc) {
+          srd_comm_fail(c, rc == -FI_EHOSTDOWN ? SRD_ERR_REMOTE : SRD_ERR_SYSTEM, "cannot insert the peer's rail %d into the address vector of rail %s", r,
                         dev->rails[l].name);
           return c->result;
         }

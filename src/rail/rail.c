@@ -188,7 +188,6 @@ static void cq_unlock(struct srd_rail *rail) {
  * a forged hello) before the provider sees it: some providers' AVs misbehave
  * afterwards. */
 static bool plausible_address(const struct srd_rail *rail, const void *name) {
-  if (!strcmp(rail->info->fabric_attr->prov_name, "shm")) return srd_rail_shm_name_ok(rail, name);
   sa_family_t family;
   memcpy(&family, name, sizeof(family));
   switch (rail->info->addr_format) {
@@ -204,7 +203,14 @@ static bool plausible_address(const struct srd_rail *rail, const void *name) {
 }
 
 int srd_rail_av_insert(struct srd_rail *rail, const void *name, fi_addr_t *addr) {
-  if (!plausible_address(rail, name)) {
+  if (!strcmp(rail->info->fabric_attr->prov_name, "shm")) {
+    int rc = srd_rail_shm_name_check(rail, name);
+    if (rc) {
+      SRD_WARN("rail %s: peer address refused: %s", rail->name,
+               rc == -FI_EHOSTDOWN ? "its process is gone" : "not one of ours (shape, owner, or our own)");
+      return rc;
+    }
+  } else if (!plausible_address(rail, name)) {
     SRD_WARN("rail %s: peer address is not of this provider's format", rail->name);
     return -FI_EINVAL;
   }

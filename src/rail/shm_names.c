@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <rdma/fi_cm.h>
+#include <rdma/fi_errno.h>
 
 #include "srd/log.h"
 #include "srd/rail.h"
@@ -69,16 +70,17 @@ static bool same_pid_ns(const char *name) {
  * and belongs to a live process (where its pid is one of our namespace), and
  * it is not one of our own endpoints (a
  * self address removed from the AV crashed shm 1.17's peer). */
-bool srd_rail_shm_name_ok(const struct srd_rail *rail, const char *name) {
+int srd_rail_shm_name_check(const struct srd_rail *rail, const char *name) {
   long pid = host_local_pid(name, rail->ep_name_len);
-  if (pid < 0) return false;
+  if (pid < 0) return -FI_EINVAL;
   for (int i = 0; i < rail->neps; i++)
-    if (!memcmp(name, rail->ep_name[i], rail->ep_name_len)) return false;
+    if (!memcmp(name, rail->ep_name[i], rail->ep_name_len)) return -FI_EINVAL;
   char path[SRD_EP_NAME_MAX + 16];
   snprintf(path, sizeof(path), "/dev/shm/%s", name);
   struct stat st;
-  if (lstat(path, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) return false;
-  return !same_pid_ns(name) || pid_alive(pid);
+  if (lstat(path, &st)) return -FI_EHOSTDOWN; /* its process closed or was swept */
+  if (!S_ISREG(st.st_mode) || st.st_uid != geteuid()) return -FI_EINVAL;
+  return !same_pid_ns(name) || pid_alive(pid) ? 0 : -FI_EHOSTDOWN;
 }
 
 void srd_rail_remove_dead_regions(void) {
