@@ -117,20 +117,21 @@ static int keys(int rank, int nranks, void *arg) {
   char buf[64], junk[64];
   memset(junk, 0xee, sizeof junk);
   int hits = 0;
-  /* A fresh endpoint for every guess: tcp drops a connection after one
-   * refused access, which would hide the guesses after it. */
+  /* A fresh endpoint for every access: tcp drops a connection after one
+   * refused access, which would hide the accesses after it (a refused read
+   * hid a write with the same guessed key). */
   for (uint64_t key = 0; key <= 4; key++)
-    for (int a = 0; a < 2; a++) {
+    for (int a = 0; a < 4; a++) {
       struct rogue r;
       rogue_open(&r, ((const struct st_ctx *)arg)->provider);
       fi_addr_t v = rogue_insert(&r, h.name);
       /* Without FI_MR_VIRT_ADDR (tcp) addresses are offsets in the registration. */
-      uint64_t where = r.virt_addr ? addrs[a] : (uint64_t)a * 64;
-      if (rogue_read(&r, v, buf, 64, where, key, PROBE_MS) == 0) {
+      uint64_t where = r.virt_addr ? addrs[a / 2] : (uint64_t)(a / 2) * 64;
+      if (a % 2 == 0 && rogue_read(&r, v, buf, 64, where, key, PROBE_MS) == 0) {
         st_note("read with key %llu at %#llx succeeded", (unsigned long long)key, (unsigned long long)where);
         hits++;
       }
-      rogue_write(&r, v, junk, 64, where, key, 0, PROBE_MS); /* the victim checks its memory */
+      if (a % 2) rogue_write(&r, v, junk, 64, where, key, 0, PROBE_MS); /* the victim checks its memory */
       rogue_close(&r);
     }
   char d = 'd';
