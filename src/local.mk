@@ -5,6 +5,7 @@ libsrd_util_la_LIBADD = -lpthread -ldl
 
 libsrd_core_la_SOURCES = \
 	src/rail/rail.c \
+	src/rail/shm_names.c \
 	src/mr/mr_cache.c \
 	src/wire/wire.c src/sched/sched.c \
 	src/proto/dev.c src/proto/comms.c src/proto/ctrl.c src/proto/probe.c src/proto/lanes.c \

@@ -77,6 +77,15 @@ tests_functional_peerkill_LDADD = $(SRD_TEST_LDADD)
 tests_functional_allreduce_SOURCES = tests/functional/allreduce.c
 tests_functional_allreduce_CPPFLAGS = $(SRD_TEST_CPPFLAGS)
 tests_functional_allreduce_LDADD = $(SRD_TEST_LDADD)
+# Security (tests/security): a rogue peer (a bare libfabric endpoint speaking
+# our wire format) against the plugin, and misuse of the plugin's API.
+check_PROGRAMS += tests/security/rogue
+TESTS += tests/security/rogue
+tests_security_rogue_SOURCES = tests/security/rogue.c tests/security/rogue_ep.c tests/security/misuse.c \
+	tests/security/rogue.h src/wire/wire.c
+tests_security_rogue_CPPFLAGS = $(SRD_TEST_CPPFLAGS)
+tests_security_rogue_LDADD = $(SRD_TEST_LDADD) $(FABRIC_LIBS)
+
 tests_functional_badinput_SOURCES = tests/functional/badinput.c
 tests_functional_badinput_CPPFLAGS = $(SRD_TEST_CPPFLAGS)
 tests_functional_badinput_LDADD = $(SRD_TEST_LDADD)

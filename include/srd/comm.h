@@ -15,12 +15,16 @@ struct srd_pending_hello {
 };
 
 struct srd_listener {
+  uint64_t magic;       /* SRD_LISTENER_MAGIC until closed */
   struct srd_dev *dev;
-  struct srd_listener *next;
+  struct srd_listener *next; /* on dev->listeners, or dev->free_listeners once closed */
   uint32_t id;
   uint64_t cookie;
   struct srd_pending_hello *hellos;
-  struct srd_comm *accepting; /* accepted, answer not yet posted */
+  int nhellos;
+  unsigned dropped_hellos;    /* over the cap: logged at 1, 2, 4, 8... */
+  struct srd_comm *answering; /* answers not yet posted (next_connecting links them) */
+  int nanswering;
 };
 
 /* Handshake (src/comm/handshake.c). */
@@ -29,6 +33,8 @@ int srd_listen(struct srd_dev *dev, void *handle, struct srd_listener **out);
 int srd_connect(struct srd_dev *dev, void *handle, struct srd_comm **out);
 int srd_accept(struct srd_listener *l, struct srd_comm **out);
 void srd_close_listen(struct srd_listener *l);
+/* Free the closed listeners kept for reuse (device teardown). */
+void srd_listener_pool_free(struct srd_dev *dev);
 /* A hello or an answer arrived. */
 void srd_handshake_on_message(struct srd_dev *dev, const struct srd_msg *m);
 

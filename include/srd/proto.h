@@ -69,6 +69,7 @@ struct srd_req {
   bool in_use, done;
   bool released;       /* NCCL is done with it; free once outstanding is 0 */
   bool on_pending;
+  bool cts_sent;       /* receive: its clear-to-send was posted, so writes may name it */
   int result;          /* enum srd_err once done */
   int outstanding;     /* posted operations that still name this request */
   uint32_t seq;        /* first message sequence */
@@ -113,12 +114,22 @@ struct srd_unexpected { /* eager data that arrived before its receive */
 struct srd_dev;
 struct srd_listener;
 
+/* Comms and listeners are not freed while their device lives: a closed one
+ * goes back to the device's pool, dead (magic 0), and is reused later. A
+ * caller that closes twice, or tests a request of a closed comm, then gets an
+ * error from a field check instead of touching freed memory. */
+#define SRD_COMM_MAGIC 0x535244434f4d4d31ull     /* "SRDCOMM1" */
+#define SRD_LISTENER_MAGIC 0x5352444c49535431ull /* "SRDLIST1" */
+
 /* What both directions keep; a send comm (struct srd_send_comm) and a
  * receive comm (struct srd_recv_comm) extend it. */
 struct srd_comm {
+  uint64_t magic;       /* SRD_COMM_MAGIC from alloc until close */
   struct srd_dev *dev;
   uint32_t id;          /* index | generation << SRD_COMM_INDEX_BITS */
   uint32_t peer_id;     /* the peer comm's id */
+  uint64_t token;       /* random, never 0: every message to this comm must carry it */
+  uint64_t peer_token;  /* the peer comm's, from its hello or answer: carried in ours */
   uint32_t peer_pid;
   bool peer_closed;     /* the peer sent its close notice */
   uint32_t peer_final_seq; /* messages the closed peer sent (or received) */
@@ -155,6 +166,7 @@ struct srd_comm {
   bool hello_sent;
   struct srd_comm *next_connecting;
   struct srd_early_msg *early;
+  int nearly;           /* messages on early */
   struct srd_comm *next_closed; /* on the device's list of closed comms */
 };
 
@@ -168,6 +180,7 @@ struct srd_send_comm {
 struct srd_recv_comm {
   struct srd_comm base;
   struct srd_unexpected *unexpected;
+  int nunexpected;      /* eager messages kept before their receive */
   uint8_t slot_uses[SRD_REQS_PER_COMM]; /* a late write cannot name a slot's next request */
 };
 
@@ -178,6 +191,8 @@ static inline struct srd_recv_comm *srd_recv_comm(struct srd_comm *c) { return (
  * unordered): kept raw and replayed once the comm knows its peer. */
 struct srd_early_msg {
   struct srd_early_msg *next;
+  struct srd_rail *rail; /* where it arrived, and from whom: checked at replay */
+  fi_addr_t src;
   size_t len;
   char data[];
 };
@@ -245,6 +260,8 @@ struct srd_dev {
   int ncomms;
   struct srd_req *free_reqs;      /* the request pool */
   struct srd_cts_rec *free_cts;   /* the clear-to-send pool */
+  struct srd_comm *free_comms[2]; /* closed comms by direction (is_send), linked by next_closed */
+  struct srd_listener *free_listeners; /* closed listeners */
   struct srd_listener *listeners;
   struct srd_comm *connecting;
   uint32_t next_listener_id;
@@ -255,7 +272,13 @@ struct srd_dev {
   struct srd_comm *closed;
 };
 
-/* Per-rail registration behind one srd_mr. */
+/* Access classes of the registration cache: what a buffer is registered
+ * for. A receive buffer is remotely writable; a send buffer is not reachable
+ * from outside. */
+enum srd_mr_class { SRD_MR_SEND = 1, SRD_MR_RECV = 2 };
+
+/* Per-rail registration behind one srd_mr. mr[i] is NULL where rail i needs
+ * no registration (a send buffer on a provider without FI_MR_LOCAL). */
 struct srd_rail_mrs {
   int nrails;
   struct fid_mr *mr[SRD_MAX_RAILS];
@@ -287,7 +310,11 @@ struct srd_comm *srd_dev_comm_by_id(struct srd_dev *dev, uint32_t id);
  * records come from the device's pools when used). */
 size_t srd_comm_size(bool is_send);
 struct srd_comm *srd_comm_alloc(struct srd_dev *dev, bool is_send);
+/* Back to the device's pool (see SRD_COMM_MAGIC). */
 void srd_comm_free(struct srd_comm *c);
+/* Is c a comm NCCL may use in this direction (not closed)? Warns when not.
+ * c must be NULL or a pointer this plugin gave out. */
+bool srd_comm_usable(const struct srd_comm *c, bool is_send);
 /* Take the comm out of the device (no message reaches it) and keep it on the
  * closed list until its operations complete. */
 void srd_comm_retire(struct srd_comm *c);

@@ -61,11 +61,14 @@ struct srd_rail_write {
   int err;                      /* why the post failed (failed list) */
 };
 
+/* src, in the handlers: the sender's address in this rail's AV where the
+ * provider tells it (rail->source, FI_SOURCE); otherwise, or when the sender
+ * is not in the AV, FI_ADDR_NOTAVAIL. */
 struct srd_rail_handlers {
   /* A control message landed in one of the rail's receive buffers. */
-  void (*on_message)(void *arg, struct srd_rail *rail, const void *buf, size_t len);
+  void (*on_message)(void *arg, struct srd_rail *rail, const void *buf, size_t len, fi_addr_t src);
   /* A remote write with immediate data finished in our memory. */
-  void (*on_remote_write)(void *arg, struct srd_rail *rail, uint32_t imm, size_t len);
+  void (*on_remote_write)(void *arg, struct srd_rail *rail, uint32_t imm, size_t len, fi_addr_t src);
   /* A completion error with no operation of ours to blame. */
   void (*on_rail_error)(void *arg, struct srd_rail *rail, int err, const char *errstr);
   void *arg;
@@ -100,7 +103,6 @@ struct srd_rail {
   int virt_addr;           /* remote addresses are virtual addresses */
   int mr_local;            /* local buffers need descriptors */
   size_t max_write;        /* largest single RMA write */
-  uint64_t next_key;       /* last requested MR key */
   /* Not every provider reports the length of a remote write (tcp does not);
    * with 8 bytes of CQ data the writer sends it in the upper half. With 4
    * (efa) the completion's len is used, which efa fills in. */
@@ -123,9 +125,11 @@ struct srd_rail {
   struct srd_av_entry *av_entries;
   int nav, cap_av;
   struct fi_cq_data_entry *held;
+  fi_addr_t *held_src;
   int nheld;
   int failed;
   bool thread_safe;
+  bool source;             /* the provider reports completions' source addresses (FI_SOURCE) */
   pthread_mutex_t cq_lock; /* thread_safe rails: CQ reads and posts vs. AV changes */
   pthread_mutex_t post_lock; /* thread_safe rails: the post queue */
   struct srd_rail_write *postq_head, *postq_tail;
@@ -137,6 +141,7 @@ struct srd_rail {
 struct srd_rail_batch {
   int n;
   struct fi_cq_data_entry e[SRD_RAIL_BATCH];
+  fi_addr_t src[SRD_RAIL_BATCH]; /* see struct srd_rail_handlers */
   bool has_err;
   int err;                /* positive FI_* errno of the error entry */
   void *err_context;
@@ -153,12 +158,27 @@ void srd_rail_close(struct srd_rail *rail);
 /* The largest single write a rail of this provider info makes. */
 size_t srd_rail_write_limit(const struct fi_info *info);
 
+/* shm: remove the regions in /dev/shm that processes of ours (our name shape,
+ * our user, our pid namespace) left when they died without closing; best
+ * effort. */
+void srd_rail_remove_dead_regions(void);
+/* Inside the rail module (src/rail/shm_names.c): name endpoint i of an shm
+ * rail (other providers: nothing to do), and judge a peer's shm name: 0,
+ * -FI_EHOSTDOWN (its region is gone or its process exited), or -FI_EINVAL. */
+int srd_rail_name_shm_endpoint(struct srd_rail *rail, struct fid_ep *ep, int i);
+int srd_rail_shm_name_check(const struct srd_rail *rail, const char *name);
+
+/* Refuses (logged) a name that cannot be a peer of this provider: -FI_EINVAL
+ * for a wrong family, or on shm a name not of our shape, of a foreign region
+ * or one of our own endpoints; -FI_EHOSTDOWN on shm for a missing region or
+ * a dead process. */
 int srd_rail_av_insert(struct srd_rail *rail, const void *name, fi_addr_t *addr);
 void srd_rail_av_remove(struct srd_rail *rail, fi_addr_t addr);
 
 /* Memory registration on this rail's domain. access: FI_* access flags. */
 int srd_rail_reg(struct srd_rail *rail, void *base, size_t len, uint64_t access, int cuda_dev, int dmabuf_fd,
                  uint64_t dmabuf_offset, struct fid_mr **mr);
+/* NULL for no registration (providers without FI_MR_LOCAL). */
 void *srd_rail_mr_desc(struct fid_mr *mr);
 uint64_t srd_rail_mr_key(struct fid_mr *mr);
 

@@ -63,6 +63,7 @@ enum srd_msg_type {
 
 struct srd_msg_peer { /* HELLO and ACCEPT */
   uint64_t cookie;
+  uint64_t token;       /* the sender's comm token: every later message to it carries this */
   uint32_t listener_id;
   uint32_t src_comm;
   uint32_t pid;         /* lets a host-local transport notice a dead peer */
@@ -101,9 +102,14 @@ struct srd_msg_bye {
   uint32_t next_seq;
 };
 
+/* Every header carries the destination comm's token, a random number that
+ * comm chose and told its peer in the hello or the answer (0 in a hello: the
+ * listener's cookie stands for it). A message whose token is not its
+ * comm's is dropped: knowing a comm id (they are guessable) is not enough. */
 struct srd_msg {
   enum srd_msg_type type;
   uint32_t dst_comm;
+  uint64_t token;
   union {
     struct srd_msg_peer peer;
     struct srd_msg_cts cts;
@@ -125,6 +131,10 @@ size_t srd_msg_encode_eager_header(void *buf, size_t cap, uint32_t dst_comm, uin
 size_t srd_msg_encode_trunc(void *buf, size_t cap, uint32_t dst_comm, uint32_t seq, uint64_t size);
 size_t srd_msg_encode_ping(void *buf, size_t cap, uint32_t dst_comm);
 size_t srd_msg_encode_bye(void *buf, size_t cap, uint32_t dst_comm, uint32_t next_seq);
+
+/* Encoders write token 0; the sender stamps the peer's token into the
+ * encoded message (srd_comm_send_ctrl). */
+void srd_msg_set_token(void *buf, uint64_t token);
 
 /* 0 and *m (pointing into buf), or -1 with *why. */
 int srd_msg_decode(const void *buf, size_t len, struct srd_msg *m, const char **why);

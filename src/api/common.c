@@ -1,4 +1,6 @@
 /* Calls that several ncclNet versions share with the same meaning. */
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,11 +64,27 @@ ncclResult_t srd_api_accept(void *listen_comm, void **recv_comm, ncclNetDeviceHa
 }
 
 /* The context of v11+ is one per NCCL communicator: it holds a reference on
- * the plugin, released by finalize(). */
+ * the plugin, released by finalize(). Live contexts are listed, so that a
+ * second finalize of one is refused instead of freeing it twice. */
 struct api_ctx {
   uint64_t comm_id;
   int traffic_class;
+  struct api_ctx *next;
 };
+
+static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct api_ctx *live_ctxs;
+
+/* Take ctx off the live list; false if it is not there. */
+static bool unlist_ctx(struct api_ctx *ctx) {
+  pthread_mutex_lock(&ctx_lock);
+  struct api_ctx **p = &live_ctxs;
+  while (*p && *p != ctx) p = &(*p)->next;
+  bool found = *p != NULL;
+  if (found) *p = ctx->next;
+  pthread_mutex_unlock(&ctx_lock);
+  return found;
+}
 
 ncclResult_t srd_api_init_ctx(void **ctx, uint64_t comm_id, int traffic_class, ncclDebugLogger_t logger) {
   if (!ctx) return ncclInvalidArgument;
@@ -79,12 +97,20 @@ ncclResult_t srd_api_init_ctx(void **ctx, uint64_t comm_id, int traffic_class, n
   }
   c->comm_id = comm_id;
   c->traffic_class = traffic_class;
+  pthread_mutex_lock(&ctx_lock);
+  c->next = live_ctxs;
+  live_ctxs = c;
+  pthread_mutex_unlock(&ctx_lock);
   *ctx = c;
   return ncclSuccess;
 }
 
 ncclResult_t srd_api_finalize(void *ctx) {
   if (!ctx) return ncclInvalidArgument;
+  if (!unlist_ctx(ctx)) {
+    SRD_WARN("finalize of context %p, which is not initialized (finalized twice?)", ctx);
+    return ncclInvalidArgument;
+  }
   free(ctx);
   srd_net_fini();
   return ncclSuccess;

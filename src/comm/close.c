@@ -18,6 +18,7 @@ void srd_comm_close(struct srd_comm *c) {
              (unsigned long long)c->traffic.rendezvous, (unsigned long long)c->traffic.writes);
   if (c->ready && !c->result && !c->peer_closed) send_bye(c);
   c->closing = true;
+  c->magic = 0; /* NCCL's handle is dead from here on, even if the memory waits on the provider */
   for (int i = 0; i < SRD_REQS_PER_COMM; i++)
     if (c->reqs[i] && !c->reqs[i]->done) srd_req_finish(c->reqs[i], SRD_ERR_USAGE);
   uint64_t deadline = srd_now_ms() + (uint64_t)srd_param_int(SRD_PARAM_CLOSE_TIMEOUT_MS);

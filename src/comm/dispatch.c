@@ -8,22 +8,45 @@
 #include "srd/log.h"
 #include "srd/sys.h"
 
-static void keep_early(struct srd_comm *c, const void *buf, size_t len) {
+/* A legitimate peer sends a few clear-to-sends before our connect sees its
+ * answer (at most one per receive NCCL keeps in flight); more is a flood. */
+#define MAX_EARLY_MSGS 256
+
+static void keep_early(struct srd_comm *c, struct srd_rail *rail, fi_addr_t src, const void *buf, size_t len) {
+  if (c->nearly >= MAX_EARLY_MSGS) {
+    srd_comm_fail(c, SRD_ERR_REMOTE, "more than %d messages before the listener's answer", MAX_EARLY_MSGS);
+    return;
+  }
   struct srd_early_msg *e = malloc(sizeof(*e) + len), **tail = &c->early;
   if (!e) {
     srd_comm_fail(c, SRD_ERR_SYSTEM, "out of memory keeping an early control message");
     return;
   }
   e->next = NULL;
+  e->rail = rail;
+  e->src = src;
   e->len = len;
   memcpy(e->data, buf, len);
   while (*tail) tail = &(*tail)->next;
   *tail = e;
+  c->nearly++;
 }
 
 static void deliver(struct srd_comm *c, const struct srd_msg *m);
 
-static void on_message(void *arg, struct srd_rail *rail, const void *buf, size_t len) {
+/* Did src (see struct srd_rail_handlers) send for c's peer? Where the
+ * provider does not say (no FI_SOURCE), yes: the token and, for writes, the
+ * keys are then what stands between a stranger and the comm. */
+static bool from_peer(const struct srd_comm *c, const struct srd_rail *rail, fi_addr_t src) {
+  if (!rail->source) return true;
+  if (src == FI_ADDR_NOTAVAIL || !c->inserted) return false;
+  int rpaths = c->remote_rails * c->remote_eps, l = (int)(rail - c->dev->rails);
+  for (int j = 0; j < rpaths; j++)
+    if (c->inserted[l * rpaths + j] == src) return true;
+  return false;
+}
+
+static void on_message(void *arg, struct srd_rail *rail, const void *buf, size_t len, fi_addr_t src) {
   struct srd_dev *dev = arg;
   struct srd_msg m;
   const char *why;
@@ -40,8 +63,18 @@ static void on_message(void *arg, struct srd_rail *rail, const void *buf, size_t
     SRD_INFO(NCCL_NET, "rail %s: message type %d for comm %#x that no longer exists", rail->name, m.type, m.dst_comm);
     return;
   }
+  if (m.token != c->token) {
+    SRD_WARN("rail %s: message type %d for comm %#x with a wrong token dropped (forged?)", rail->name, m.type,
+             m.dst_comm);
+    return;
+  }
   if (!c->ready) {
-    keep_early(c, buf, len);
+    if (!c->result) keep_early(c, rail, src, buf, len);
+    return;
+  }
+  if (!from_peer(c, rail, src)) {
+    SRD_WARN("rail %s: message type %d for comm %#x from an address that is not its peer's dropped", rail->name,
+             m.type, m.dst_comm);
     return;
   }
   deliver(c, &m);
@@ -53,7 +86,12 @@ void srd_comm_replay_early(struct srd_comm *c) {
     struct srd_msg m;
     const char *why;
     c->early = e->next;
-    if (srd_msg_decode(e->data, e->len, &m, &why) == 0) deliver(c, &m);
+    c->nearly--;
+    if (!from_peer(c, e->rail, e->src))
+      SRD_WARN("comm %#x: a message kept before the answer came from an address that is not its peer's; dropped",
+               c->id);
+    else if (srd_msg_decode(e->data, e->len, &m, &why) == 0)
+      deliver(c, &m);
     free(e);
   }
 }
@@ -79,14 +117,20 @@ static void deliver(struct srd_comm *c, const struct srd_msg *msg) {
   }
 }
 
-static void on_remote_write(void *arg, struct srd_rail *rail, uint32_t imm, size_t len) {
+static void on_remote_write(void *arg, struct srd_rail *rail, uint32_t imm, size_t len, fi_addr_t src) {
   struct srd_dev *dev = arg;
   struct srd_imm v = srd_imm_unpack(imm);
   struct srd_comm *c = dev->comms[v.comm_index];
-  if (!c || c->is_send) {
-    SRD_WARN("rail %s: remote write for unknown comm index %u dropped", rail->name, v.comm_index);
+  if (!c || c->is_send || !c->ready) {
+    SRD_WARN("rail %s: remote write for comm index %u, which is no ready receive comm, dropped", rail->name,
+             v.comm_index);
     return;
   }
+  /* No source check here: tcp;ofi_rxm 1.17 names the wrong peer for some
+   * remote-write completions (a ring of 4 processes hung on dropped legit
+   * ones). A write needs the key of a buffer offered to the peer, and its
+   * immediate data is checked against the receive (srd_proto_on_write). */
+  (void)src;
   c->last_heard_ms = srd_now_ms();
   srd_proto_on_write(c, v, len);
 }

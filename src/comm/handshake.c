@@ -32,7 +32,7 @@ static size_t encode_peer(void *buf, size_t cap, const void *arg) {
   struct srd_dev *dev = m->c->dev;
   uint8_t names[SRD_MAX_PATHS * SRD_NAME_MAX];
   struct srd_msg_peer p = {
-      .cookie = m->c->cookie, .listener_id = m->listener_id, .src_comm = m->c->id, .pid = (uint32_t)getpid()};
+      .cookie = m->c->cookie, .token = m->c->token, .listener_id = m->listener_id, .src_comm = m->c->id, .pid = (uint32_t)getpid()};
   our_paths(dev, &p, names);
   /* Eager data lands in a host control buffer and is copied into the receive
    * buffer by the CPU; into GPU memory that copy would be a CUDA call (or a
@@ -51,8 +51,14 @@ static int post_peer_msg(struct srd_comm *c, enum srd_msg_type type, uint32_t ds
 }
 
 int srd_listen(struct srd_dev *dev, void *handle, struct srd_listener **out) {
-  struct srd_listener *l = calloc(1, sizeof(*l));
-  if (!l) return SRD_ERR_SYSTEM;
+  struct srd_listener *l = dev->free_listeners;
+  if (l) {
+    dev->free_listeners = l->next;
+    memset(l, 0, sizeof(*l));
+  } else if (!(l = calloc(1, sizeof(*l)))) {
+    return SRD_ERR_SYSTEM;
+  }
+  l->magic = SRD_LISTENER_MAGIC;
   l->dev = dev;
   l->id = dev->next_listener_id++;
   l->cookie = srd_random64();
@@ -80,7 +86,11 @@ static struct srd_comm *start_connect(struct srd_dev *dev, const struct srd_hand
   c->connect_key = key;
   c->listener_id = h->listener_id;
   c->deadline_ms = srd_now_ms() + (uint64_t)srd_param_int(SRD_PARAM_CONNECT_TIMEOUT_MS);
-  if (h->name_len != dev->rails[0].ep_name_len || dev->rail_ops->av_insert(&dev->rails[0], h->name, &c->listener_addr)) {
+  int rc = h->name_len != dev->rails[0].ep_name_len ? -FI_EINVAL
+                                                    : dev->rail_ops->av_insert(&dev->rails[0], h->name, &c->listener_addr);
+  if (rc == -FI_EHOSTDOWN) {
+    srd_comm_fail(c, SRD_ERR_REMOTE, "the listener's process is gone (its shared-memory region or process)");
+  } else if (rc) {
     srd_comm_fail(c, SRD_ERR_USAGE, "the handle's address (%u bytes) is not one of provider %s (%zu bytes)",
                   h->name_len, dev->rails[0].info->fabric_attr->prov_name, dev->rails[0].ep_name_len);
   }
@@ -128,11 +138,30 @@ static struct srd_listener *find_listener(struct srd_dev *dev, uint32_t id) {
   return NULL;
 }
 
+/* Bounds on what one listener keeps for peers that said hello: a flood of
+ * hellos costs at most this much memory, and answers that cannot be
+ * delivered (an unreachable address) block no one: several are tried at
+ * once, each for NCCL_SRD_CONNECT_TIMEOUT_MS at most. */
+#define MAX_PENDING_HELLOS 64
+#define MAX_ANSWERING 8
+
 static void on_hello(struct srd_dev *dev, const struct srd_msg_peer *p) {
   struct srd_listener *l = find_listener(dev, p->listener_id);
   if (!l || l->cookie != p->cookie) {
     SRD_WARN("device %d: hello for listener %#x with %s cookie dropped", dev->index, p->listener_id,
              l ? "a wrong" : "no such listener; closed?");
+    return;
+  }
+  if (l->nhellos >= MAX_PENDING_HELLOS) {
+    unsigned n = ++l->dropped_hellos;
+    if (!(n & (n - 1)))
+      SRD_WARN("device %d: listener %#x has %d hellos waiting for accept(); %u more dropped so far", dev->index, l->id,
+               MAX_PENDING_HELLOS, n);
+    return;
+  }
+  if (p->name_len != dev->rails[0].ep_name_len) {
+    SRD_WARN("device %d: hello with %u-byte addresses (ours: %zu) dropped", dev->index, p->name_len,
+             dev->rails[0].ep_name_len);
     return;
   }
   size_t names = (size_t)p->nrails * p->neps * p->name_len;
@@ -145,14 +174,17 @@ static void on_hello(struct srd_dev *dev, const struct srd_msg_peer *p) {
   while (*tail) tail = &(*tail)->next;
   ph->next = NULL;
   *tail = ph;
+  l->nhellos++;
 }
 
-static void on_accept(struct srd_dev *dev, uint32_t dst, const struct srd_msg_peer *p) {
+static void on_accept(struct srd_dev *dev, uint32_t dst, uint64_t token, const struct srd_msg_peer *p) {
   struct srd_comm *c = srd_dev_comm_by_id(dev, dst);
-  if (!c || !c->is_send || c->ready || c->cookie != p->cookie) {
-    SRD_WARN("device %d: answer for comm %#x that is not connecting (or wrong cookie) dropped", dev->index, dst);
+  if (!c || !c->is_send || c->ready || c->cookie != p->cookie || c->token != token) {
+    SRD_WARN("device %d: answer for comm %#x that is not connecting (or wrong cookie or token) dropped", dev->index,
+             dst);
     return;
   }
+  c->peer_token = p->token;
   c->peer_id = p->src_comm;
   c->peer_pid = p->pid;
   c->eager_ok = p->flags & SRD_PEER_EAGER_OK;
@@ -164,47 +196,70 @@ static void on_accept(struct srd_dev *dev, uint32_t dst, const struct srd_msg_pe
 
 void srd_handshake_on_message(struct srd_dev *dev, const struct srd_msg *m) {
   if (m->type == SRD_MSG_HELLO) on_hello(dev, &m->u.peer);
-  else on_accept(dev, m->dst_comm, &m->u.peer);
+  else on_accept(dev, m->dst_comm, m->token, &m->u.peer);
 }
 
-int srd_accept(struct srd_listener *l, struct srd_comm **out) {
+/* Turn waiting hellos into comms to answer. A hello whose addresses the
+ * provider refuses (wrong family or length, a bad shm name) is dropped with a
+ * warning: it is no failure of accept(). */
+static void start_answers(struct srd_listener *l) {
   struct srd_dev *dev = l->dev;
-  *out = NULL;
-  srd_dev_progress(dev);
-  struct srd_comm *c = l->accepting;
-  if (!c) {
+  while (l->hellos && l->nanswering < MAX_ANSWERING) {
     struct srd_pending_hello *ph = l->hellos;
-    if (!ph) return SRD_AGAIN;
     l->hellos = ph->next;
-    c = srd_comm_alloc(dev, false);
+    l->nhellos--;
+    struct srd_comm *c = srd_comm_alloc(dev, false);
     if (!c) {
+      SRD_WARN("device %d: no comm for the hello of process %u; dropped", dev->index, ph->peer.pid);
       free(ph);
-      return SRD_ERR_SYSTEM;
+      continue;
     }
     c->cookie = l->cookie;
     c->peer_id = ph->peer.src_comm;
+    c->peer_token = ph->peer.token;
     c->peer_pid = ph->peer.pid;
     int rc = srd_comm_set_peer(c, &ph->peer);
     free(ph);
     if (rc) {
-      rc = c->result;
+      SRD_WARN("device %d: hello of process %u dropped", dev->index, c->peer_pid);
       srd_comm_close(c);
-      return rc;
+      continue;
     }
-    l->accepting = c;
+    c->deadline_ms = srd_now_ms() + (uint64_t)srd_param_int(SRD_PARAM_CONNECT_TIMEOUT_MS);
+    struct srd_comm **tail = &l->answering;
+    while (*tail) tail = &(*tail)->next_connecting;
+    c->next_connecting = NULL;
+    *tail = c;
+    l->nanswering++;
   }
-  int rc = post_peer_msg(c, SRD_MSG_ACCEPT, c->peer_id, c->peer[0], l->id);
-  if (rc == SRD_AGAIN) return SRD_AGAIN;
-  l->accepting = NULL;
-  if (rc) {
-    rc = c->result ? c->result : SRD_ERR_SYSTEM;
-    srd_comm_close(c);
-    return rc;
+}
+
+int srd_accept(struct srd_listener *l, struct srd_comm **out) {
+  *out = NULL;
+  srd_dev_progress(l->dev);
+  start_answers(l);
+  for (struct srd_comm **p = &l->answering; *p;) {
+    struct srd_comm *c = *p;
+    int rc = post_peer_msg(c, SRD_MSG_ACCEPT, c->peer_id, c->peer[0], l->id);
+    if (rc == SRD_AGAIN && srd_now_ms() <= c->deadline_ms) {
+      p = &c->next_connecting;
+      continue;
+    }
+    *p = c->next_connecting;
+    l->nanswering--;
+    c->next_connecting = NULL;
+    if (rc) {
+      SRD_WARN("device %d: the answer to process %u's hello %s; dropped", l->dev->index, c->peer_pid,
+               rc == SRD_AGAIN ? "could not be sent within NCCL_SRD_CONNECT_TIMEOUT_MS" : "failed");
+      srd_comm_close(c);
+      continue;
+    }
+    c->ready = true;
+    c->last_heard_ms = srd_now_ms();
+    *out = c;
+    return SRD_OK;
   }
-  c->ready = true;
-  c->last_heard_ms = srd_now_ms();
-  *out = c;
-  return SRD_OK;
+  return SRD_AGAIN;
 }
 
 void srd_close_listen(struct srd_listener *l) {
@@ -219,6 +274,21 @@ void srd_close_listen(struct srd_listener *l) {
     l->hellos = ph->next;
     free(ph);
   }
-  if (l->accepting) srd_comm_close(l->accepting);
-  free(l);
+  while (l->answering) {
+    struct srd_comm *c = l->answering;
+    l->answering = c->next_connecting;
+    srd_comm_close(c);
+  }
+  l->nanswering = l->nhellos = 0;
+  l->magic = 0;
+  l->next = dev->free_listeners;
+  dev->free_listeners = l;
+}
+
+void srd_listener_pool_free(struct srd_dev *dev) {
+  while (dev->free_listeners) {
+    struct srd_listener *l = dev->free_listeners;
+    dev->free_listeners = l->next;
+    free(l);
+  }
 }

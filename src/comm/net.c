@@ -17,8 +17,6 @@
 #include "srd/log.h"
 #include "srd/param.h"
 
-#define ALL_ACCESS (FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)
-
 static struct {
   pthread_mutex_t lock; /* init/fini and lazy device opening */
   int refs;
@@ -32,13 +30,20 @@ static void mr_dereg(void *arg, void *handle) {
   struct srd_dev *dev = arg;
   struct srd_rail_mrs *m = handle;
   pthread_mutex_lock(&dev->lock);
-  for (int i = 0; i < m->nrails; i++) fi_close(&m->mr[i]->fid);
+  for (int i = 0; i < m->nrails; i++)
+    if (m->mr[i]) fi_close(&m->mr[i]->fid);
   pthread_mutex_unlock(&dev->lock);
   free(m);
 }
 
-static int mr_reg(void *arg, void *base, size_t len, int type, int cuda_dev, int dmabuf_fd, uint64_t offset,
-                  void **handle) {
+/* Least privilege: a receive buffer is only ever written by the peer
+ * (FI_REMOTE_WRITE, nothing else); a send buffer is only the local source of
+ * our writes, registered only where the provider needs a descriptor for it
+ * (FI_MR_LOCAL: efa), and then without any remote access. tcp;ofi_rxm and
+ * shm (1.17 and 2.6) do not ask for FI_MR_LOCAL: their send buffers are not
+ * registered at all, so no key can reach them. */
+static int mr_reg(void *arg, void *base, size_t len, int type, int cuda_dev, unsigned access, int dmabuf_fd,
+                  uint64_t offset, void **handle) {
   (void)type; /* cuda_dev says it all: the cache keys by both */
   struct srd_dev *dev = arg;
   struct srd_rail_mrs *m = calloc(1, sizeof(*m));
@@ -46,8 +51,14 @@ static int mr_reg(void *arg, void *base, size_t len, int type, int cuda_dev, int
   int rc = 0;
   pthread_mutex_lock(&dev->lock);
   for (int i = 0; i < dev->nrails && !rc; i++) {
-    rc = srd_rail_reg(&dev->rails[i], base, len, ALL_ACCESS, cuda_dev, dmabuf_fd, offset, &m->mr[i]);
-    if (!rc) m->nrails++;
+    struct srd_rail *rail = &dev->rails[i];
+    m->nrails++;
+    if (access == SRD_MR_SEND && !rail->mr_local) continue;
+    uint64_t fi_access = access == SRD_MR_SEND ? FI_WRITE : FI_REMOTE_WRITE;
+    /* A device that flushes reads a byte of each GPU receive buffer back
+     * through its own loopback address (src/proto/flush.c). */
+    if (access == SRD_MR_RECV && cuda_dev >= 0 && dev->gdr.flush) fi_access |= FI_REMOTE_READ;
+    rc = srd_rail_reg(rail, base, len, fi_access, cuda_dev, dmabuf_fd, offset, &m->mr[i]);
   }
   pthread_mutex_unlock(&dev->lock);
   if (rc) {
@@ -84,7 +95,9 @@ static int setup_devices(void) {
     dev->nics = &g.nics;
     dev->group = g.topo.groups[d];
     struct srd_mr_ops ops = {mr_reg, mr_dereg, dev};
-    srd_mr_cache_init(&dev->mrs, &ops, 4096);
+    /* Page 1: registrations are exactly what NCCL asked for; a peer given a
+     * receive buffer can reach nothing around it. */
+    srd_mr_cache_init(&dev->mrs, &ops, 1);
   }
   SRD_INFO(NCCL_INIT | NCCL_NET, "provider %s (%s): %d NIC(s) in %d device(s)", g.nics.provider, g.nics.reason,
            g.nics.n, g.ndevs);
@@ -94,6 +107,7 @@ static int setup_devices(void) {
 static void teardown_devices(void) {
   for (int d = 0; d < g.ndevs; d++) {
     srd_mr_cache_fini(&g.devs[d].mrs);
+    srd_listener_pool_free(&g.devs[d]);
     srd_dev_fini(&g.devs[d]);
   }
   free(g.devs);
@@ -211,6 +225,11 @@ ncclResult_t srd_net_accept(void *listen_comm, void **recv_comm) {
   if (!l || !recv_comm) return ncclInvalidArgument;
   *recv_comm = NULL;
   enter_dev(l->dev);
+  if (l->magic != SRD_LISTENER_MAGIC) {
+    pthread_mutex_unlock(&l->dev->lock);
+    SRD_WARN("accept on listener %p, which is closed", listen_comm);
+    return ncclInvalidArgument;
+  }
   int rc = srd_accept(l, (struct srd_comm **)recv_comm);
   pthread_mutex_unlock(&l->dev->lock);
   return to_nccl(rc);
@@ -219,7 +238,7 @@ ncclResult_t srd_net_accept(void *listen_comm, void **recv_comm) {
 ncclResult_t srd_net_reg_mr(void *comm, void *data, size_t size, int type, int dmabuf_fd, uint64_t offset,
                             void **mhandle) {
   struct srd_comm *c = comm;
-  if (!c || !mhandle) return ncclInvalidArgument;
+  if (!c || !mhandle || !srd_comm_usable(c, c->is_send)) return ncclInvalidArgument;
   const struct srd_gdr_decision *gdr = &c->dev->gdr;
   int cuda_dev = -1;
   if (type == NCCL_PTR_CUDA && gdr->gpu) {
@@ -237,7 +256,8 @@ ncclResult_t srd_net_reg_mr(void *comm, void *data, size_t size, int type, int d
    * then); otherwise the address alone registers. */
   if (!gdr->dmabuf || cuda_dev < 0) dmabuf_fd = -1, offset = 0;
   struct srd_mr_ref *mr;
-  int rc = srd_mr_acquire(&c->dev->mrs, data, size, type, cuda_dev, dmabuf_fd, offset, &mr);
+  int rc = srd_mr_acquire(&c->dev->mrs, data, size, type, cuda_dev, c->is_send ? SRD_MR_SEND : SRD_MR_RECV,
+                          dmabuf_fd, offset, &mr);
   if (rc) {
     SRD_WARN("registration of %zu bytes at %p failed (%d)", size, data, rc);
     return ncclSystemError;
@@ -256,9 +276,30 @@ ncclResult_t srd_net_dereg_mr(void *comm, void *mhandle) {
   return ncclSuccess;
 }
 
+/* A handle NCCL already deregistered is refused (handles are never freed, so
+ * this reads no freed memory); one made on a comm of the other direction
+ * gets a registration of this direction's class the first time. Called
+ * without the device lock: registering takes it. */
+static int usable_mr(struct srd_comm *c, void *mhandle, unsigned access) {
+  struct srd_mr_ref *ref = mhandle;
+  if (!ref) return 0;
+  if (!srd_mr_live(ref)) {
+    SRD_WARN("%s comm %#x: memory handle %p was deregistered", c->is_send ? "send" : "recv", c->id, mhandle);
+    return -1;
+  }
+  struct srd_mr *entry;
+  if (srd_mr_entry(ref, access)) return 0;
+  if (srd_mr_entry_for(&c->dev->mrs, ref, access, &entry)) {
+    SRD_WARN("%s comm %#x: cannot register %zu bytes at %#lx for this direction", c->is_send ? "send" : "recv", c->id,
+             ref->len, (unsigned long)ref->addr);
+    return -1;
+  }
+  return 0;
+}
+
 ncclResult_t srd_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void **request) {
   struct srd_comm *c = send_comm;
-  if (!c || !c->is_send || !request) return ncclInvalidArgument;
+  if (!c || !request || !srd_comm_usable(c, true) || usable_mr(c, mhandle, SRD_MR_SEND)) return ncclInvalidArgument;
   enter_dev(c->dev);
   int rc = srd_proto_isend(c, data, size, tag, mhandle, (struct srd_req **)request);
   if (rc == SRD_AGAIN) {
@@ -273,7 +314,9 @@ ncclResult_t srd_net_isend(void *send_comm, void *data, size_t size, int tag, vo
 ncclResult_t srd_net_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags, void **mhandles,
                            void **request) {
   struct srd_comm *c = recv_comm;
-  if (!c || c->is_send || !request || !data || !sizes || !mhandles) return ncclInvalidArgument;
+  if (!c || !request || !data || !sizes || !mhandles || !srd_comm_usable(c, false)) return ncclInvalidArgument;
+  for (int i = 0; i < n && i < SRD_MAX_RECVS; i++)
+    if (usable_mr(c, mhandles[i], SRD_MR_RECV)) return ncclInvalidArgument;
   enter_dev(c->dev);
   int rc = srd_proto_irecv(c, n, data, sizes, tags, (struct srd_mr_ref **)mhandles, (struct srd_req **)request);
   pthread_mutex_unlock(&c->dev->lock);
@@ -295,7 +338,11 @@ static int clamp_int(size_t v) { return v > INT_MAX ? INT_MAX : (int)v; }
 
 ncclResult_t srd_net_test(void *request, int *done, int *sizes) {
   struct srd_req *r = request;
-  if (!r || !done || !r->in_use || r->released) return ncclInvalidArgument;
+  if (!r || !done) return ncclInvalidArgument;
+  if (!r->in_use || r->released || r->comm->magic != SRD_COMM_MAGIC) {
+    SRD_WARN("test of request %p, which is done or whose comm is closed", request);
+    return ncclInvalidArgument;
+  }
   struct srd_comm *c = r->comm;
   struct srd_dev *dev = c->dev;
   if (dev->threaded) {
@@ -327,26 +374,29 @@ ncclResult_t srd_net_test(void *request, int *done, int *sizes) {
   return to_nccl(rc);
 }
 
-static ncclResult_t close_comm(struct srd_comm *c) {
+static ncclResult_t close_comm(struct srd_comm *c, bool is_send) {
   if (!c) return ncclInvalidArgument;
   struct srd_dev *dev = c->dev;
   pthread_mutex_lock(&dev->lock);
-  srd_comm_close(c);
+  bool ok = srd_comm_usable(c, is_send);
+  if (ok) srd_comm_close(c);
   pthread_mutex_unlock(&dev->lock);
-  return ncclSuccess;
+  return ok ? ncclSuccess : ncclInvalidArgument;
 }
 
-ncclResult_t srd_net_close_send(void *send_comm) { return close_comm(send_comm); }
-ncclResult_t srd_net_close_recv(void *recv_comm) { return close_comm(recv_comm); }
+ncclResult_t srd_net_close_send(void *send_comm) { return close_comm(send_comm, true); }
+ncclResult_t srd_net_close_recv(void *recv_comm) { return close_comm(recv_comm, false); }
 
 ncclResult_t srd_net_close_listen(void *listen_comm) {
   struct srd_listener *l = listen_comm;
   if (!l) return ncclInvalidArgument;
   struct srd_dev *dev = l->dev;
   pthread_mutex_lock(&dev->lock);
-  srd_close_listen(l);
+  bool ok = l->magic == SRD_LISTENER_MAGIC;
+  if (ok) srd_close_listen(l);
   pthread_mutex_unlock(&dev->lock);
-  return ncclSuccess;
+  if (!ok) SRD_WARN("closeListen of listener %p, which is already closed", listen_comm);
+  return ok ? ncclSuccess : ncclInvalidArgument;
 }
 
 /* When the library goes away (unload or exit), the progress threads end

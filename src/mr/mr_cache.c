@@ -18,12 +18,18 @@ void srd_mr_cache_init(struct srd_mr_cache *c, const struct srd_mr_ops *ops, siz
   c->page = page ? page : 4096;
 }
 
-void srd_mr_cache_fini(struct srd_mr_cache *c) {
-  while (c->refs) {
-    struct srd_mr_ref *r = c->refs;
-    c->refs = r->next;
+static void free_refs(struct srd_mr_ref *r) {
+  while (r) {
+    struct srd_mr_ref *next = r->next;
     free(r);
+    r = next;
   }
+}
+
+void srd_mr_cache_fini(struct srd_mr_cache *c) {
+  free_refs(c->refs);
+  free_refs(c->free_head);
+  c->refs = c->free_head = c->free_tail = NULL;
   for (int i = 0; i < c->n; i++) {
     c->ops.dereg(c->ops.arg, c->sorted[i]->handle);
     free(c->sorted[i]);
@@ -45,12 +51,15 @@ static int upper_bound(const struct srd_mr_cache *c, uintptr_t addr) {
   return lo;
 }
 
-static struct srd_mr *lookup(const struct srd_mr_cache *c, void *addr, size_t len, int type, int device) {
+static struct srd_mr *lookup(const struct srd_mr_cache *c, void *addr, size_t len, int type, int device,
+                             unsigned access) {
   int i = upper_bound(c, (uintptr_t)addr);
   for (int k = i - 1; k >= 0 && k >= i - LOOKBACK; k--) {
     struct srd_mr *m = c->sorted[k];
     uintptr_t a = (uintptr_t)addr;
-    if (m->type == type && m->device == device && !m->dmabuf && a >= m->base && len <= m->len && a - m->base <= m->len - len) return m;
+    if (m->type == type && m->device == device && m->access == access && !m->dmabuf && a >= m->base && len <= m->len &&
+        a - m->base <= m->len - len)
+      return m;
   }
   return NULL;
 }
@@ -70,9 +79,9 @@ static int insert(struct srd_mr_cache *c, struct srd_mr *m) {
   return 0;
 }
 
-static int acquire_entry(struct srd_mr_cache *c, void *addr, size_t len, int type, int device, int dmabuf_fd,
-                         uint64_t dmabuf_offset, struct srd_mr **out) {
-  struct srd_mr *m = dmabuf_fd < 0 ? lookup(c, addr, len, type, device) : NULL;
+static int acquire_entry(struct srd_mr_cache *c, void *addr, size_t len, int type, int device, unsigned access,
+                         int dmabuf_fd, uint64_t dmabuf_offset, struct srd_mr **out) {
+  struct srd_mr *m = dmabuf_fd < 0 ? lookup(c, addr, len, type, device, access) : NULL;
   if (m) {
     m->refs++;
     *out = m;
@@ -82,7 +91,8 @@ static int acquire_entry(struct srd_mr_cache *c, void *addr, size_t len, int typ
   if (!(m = calloc(1, sizeof(*m)))) goto out;
   uintptr_t start = (uintptr_t)addr, end = start + (len ? len : 1);
   if (dmabuf_fd < 0 && device < 0) {
-    /* Whole pages: NCCL's next buffer in the same pages then hits the cache. */
+    /* Whole pages when the owner asks for them (page > 1): NCCL's next buffer
+     * in the same pages then hits the cache. */
     start &= ~(uintptr_t)(c->page - 1);
     end = (end + c->page - 1) & ~(uintptr_t)(c->page - 1);
   }
@@ -90,10 +100,11 @@ static int acquire_entry(struct srd_mr_cache *c, void *addr, size_t len, int typ
   m->len = end - start;
   m->type = type;
   m->device = device;
+  m->access = access;
   m->dmabuf = dmabuf_fd >= 0;
   m->refs = 1;
   uint64_t off = dmabuf_offset;
-  if ((rc = c->ops.reg(c->ops.arg, (void *)m->base, m->len, type, device, dmabuf_fd, off, &m->handle))) goto out;
+  if ((rc = c->ops.reg(c->ops.arg, (void *)m->base, m->len, type, device, access, dmabuf_fd, off, &m->handle))) goto out;
   if ((rc = insert(c, m))) {
     c->ops.dereg(c->ops.arg, m->handle);
     goto out;
@@ -117,14 +128,34 @@ static void drop_entry(struct srd_mr_cache *c, struct srd_mr *mr) {
   free(mr);
 }
 
-int srd_mr_acquire(struct srd_mr_cache *c, void *addr, size_t len, int type, int device, int dmabuf_fd,
+/* A released handle (oldest first, so that a stale one stays dead as long as
+ * possible), else a new one. Lock held. */
+static struct srd_mr_ref *take_ref(struct srd_mr_cache *c) {
+  struct srd_mr_ref *r = c->free_head;
+  if (!r) return calloc(1, sizeof(*r));
+  c->free_head = r->next;
+  if (!c->free_head) c->free_tail = NULL;
+  memset(r, 0, sizeof(*r));
+  return r;
+}
+
+static void keep_ref(struct srd_mr_cache *c, struct srd_mr_ref *r) {
+  r->mr = NULL;
+  r->alt = NULL;
+  r->prev = NULL;
+  r->next = NULL;
+  if (c->free_tail) c->free_tail->next = r;
+  else c->free_head = r;
+  c->free_tail = r;
+}
+
+int srd_mr_acquire(struct srd_mr_cache *c, void *addr, size_t len, int type, int device, unsigned access, int dmabuf_fd,
                    uint64_t dmabuf_offset, struct srd_mr_ref **out) {
   if (!addr && len) return -EINVAL;
   if (len > UINTPTR_MAX - c->page || (uintptr_t)addr > UINTPTR_MAX - len - c->page) return -EINVAL;
-  struct srd_mr_ref *ref = calloc(1, sizeof(*ref));
-  if (!ref) return -ENOMEM;
   pthread_mutex_lock(&c->lock);
-  int rc = acquire_entry(c, addr, len, type, device, dmabuf_fd, dmabuf_offset, &ref->mr);
+  struct srd_mr_ref *ref = take_ref(c);
+  int rc = ref ? acquire_entry(c, addr, len, type, device, access, dmabuf_fd, dmabuf_offset, &ref->mr) : -ENOMEM;
   if (rc == 0) {
     ref->addr = (uintptr_t)addr;
     ref->len = len;
@@ -132,10 +163,10 @@ int srd_mr_acquire(struct srd_mr_cache *c, void *addr, size_t len, int type, int
     if (c->refs) c->refs->prev = ref;
     c->refs = ref;
     *out = ref;
-    ref = NULL;
+  } else if (ref) {
+    keep_ref(c, ref);
   }
   pthread_mutex_unlock(&c->lock);
-  free(ref);
   return rc;
 }
 
@@ -153,7 +184,21 @@ int srd_mr_release(struct srd_mr_cache *c, struct srd_mr_ref *ref) {
   else c->refs = r->next;
   if (r->next) r->next->prev = r->prev;
   drop_entry(c, r->mr);
+  if (r->alt) drop_entry(c, r->alt);
+  keep_ref(c, r);
   pthread_mutex_unlock(&c->lock);
-  free(r);
   return 0;
+}
+
+int srd_mr_entry_for(struct srd_mr_cache *c, struct srd_mr_ref *ref, unsigned access, struct srd_mr **out) {
+  pthread_mutex_lock(&c->lock);
+  int rc = 0;
+  if (!ref->mr) rc = -EINVAL;
+  else if (ref->mr->access == access) *out = ref->mr;
+  else if (ref->alt && ref->alt->access == access) *out = ref->alt;
+  else if (ref->alt || ref->mr->dmabuf) rc = -ENOTSUP; /* a third class, or no fd to register again */
+  else if (!(rc = acquire_entry(c, (void *)ref->addr, ref->len, ref->mr->type, ref->mr->device, access, -1, 0, &ref->alt)))
+    *out = ref->alt;
+  pthread_mutex_unlock(&c->lock);
+  return rc;
 }

@@ -49,9 +49,17 @@ struct srd_comm *srd_comm_alloc(struct srd_dev *dev, bool is_send) {
     SRD_WARN("device %d: all %d comms in use", dev->index, SRD_MAX_COMMS);
     return NULL;
   }
-  struct srd_comm *c = calloc(1, srd_comm_size(is_send));
-  if (!c) return NULL;
+  struct srd_comm *c = dev->free_comms[is_send];
+  if (c) {
+    dev->free_comms[is_send] = c->next_closed;
+    memset(c, 0, srd_comm_size(is_send));
+  } else if (!(c = calloc(1, srd_comm_size(is_send)))) {
+    return NULL;
+  }
   uint32_t idx = dev->free_index[--dev->nfree];
+  c->magic = SRD_COMM_MAGIC;
+  while (!(c->token = srd_random64())) {
+  }
   c->dev = dev;
   c->is_send = is_send;
   /* The generation tells a message for a closed comm from one for the comm
@@ -125,7 +133,18 @@ void srd_comm_free(struct srd_comm *c) {
   detach(c);
   free(c->peer);
   free(c->inserted);
-  free(c);
+  c->peer = NULL;
+  c->inserted = NULL;
+  c->magic = 0;
+  c->next_closed = dev->free_comms[c->is_send];
+  dev->free_comms[c->is_send] = c;
+}
+
+bool srd_comm_usable(const struct srd_comm *c, bool is_send) {
+  if (c && c->magic == SRD_COMM_MAGIC && c->is_send == is_send) return true;
+  SRD_WARN("%s comm %p is %s", is_send ? "send" : "recv", (const void *)c,
+           !c ? "NULL" : c->magic != SRD_COMM_MAGIC ? "closed (or not a comm)" : "of the other direction");
+  return false;
 }
 
 void srd_comm_fail(struct srd_comm *c, int result, const char *fmt, ...) {
@@ -168,8 +187,9 @@ int srd_comm_set_peer(struct srd_comm *c, const struct srd_msg_peer *p) {
       for (int e = 0; e < p->neps; e++) {
         const uint8_t *name = p->names + (size_t)(r * p->neps + e) * p->name_len;
         fi_addr_t *slot = &c->inserted[l * rpaths + r * p->neps + e];
-        if (dev->rail_ops->av_insert(&dev->rails[l], name, slot)) {
-          srd_comm_fail(c, SRD_ERR_SYSTEM, "cannot insert the peer's rail %d into the address vector of rail %s", r,
+        int rc = dev->rail_ops->av_insert(&dev->rails[l], name, slot);
+        if (rc) {
+          srd_comm_fail(c, rc == -FI_EHOSTDOWN ? SRD_ERR_REMOTE : SRD_ERR_SYSTEM, "cannot insert the peer's rail %d into the address vector of rail %s", r,
                         dev->rails[l].name);
           return c->result;
         }

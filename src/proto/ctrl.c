@@ -34,6 +34,7 @@ int srd_comm_send_ctrl(struct srd_comm *c, fi_addr_t dest, srd_ctrl_encoder enco
     srd_comm_fail(c, SRD_ERR_INTERNAL, "a control message does not fit the %zu-byte buffer", rail->buf_size);
     return c->result;
   }
+  srd_msg_set_token(b->data, c->peer_token);
   if (dest == FI_ADDR_UNSPEC) {
     c->ctrl_cursor++;
     dest = c->peer[path];

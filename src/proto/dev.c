@@ -16,9 +16,9 @@
 #define SCAN_INTERVAL_MS 100
 
 static size_t ctrl_buf_size(const struct srd_dev *dev) {
-  size_t hello = 32 + (size_t)SRD_MAX_PATHS * SRD_NAME_MAX;
-  size_t cts = 16 + (size_t)SRD_MAX_RECVS * (20 + 8 * SRD_MAX_RAILS);
-  size_t eager = 32 + dev->eager_max;
+  size_t hello = 56 + (size_t)SRD_MAX_PATHS * SRD_NAME_MAX;
+  size_t cts = 24 + (size_t)SRD_MAX_RECVS * (20 + 8 * SRD_MAX_RAILS);
+  size_t eager = 40 + dev->eager_max;
   size_t m = hello > cts ? hello : cts;
   return m > eager ? m : eager;
 }
@@ -115,6 +115,7 @@ int srd_dev_open(struct srd_dev *dev) {
     if (dev->rails[i].max_write < max_write) max_write = dev->rails[i].max_write;
   dev->npaths = dev->nrails * dev->neps;
   dev->host_local = !strcmp(dev->rails[0].info->fabric_attr->prov_name, "shm");
+  if (dev->host_local) srd_rail_remove_dead_regions();
   dev->sched.npaths = dev->npaths;
   dev->sched.threshold = (size_t)srd_param_int(SRD_PARAM_STRIPE_THRESHOLD);
   dev->sched.min_stripe = (size_t)srd_param_int(SRD_PARAM_MIN_STRIPE);

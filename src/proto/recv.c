@@ -48,6 +48,15 @@ void srd_proto_on_eager(struct srd_comm *c, const struct srd_msg_eager *m) {
     deliver_eager(r, m->tag, m->len, m->data);
     return;
   }
+  /* Kept only within the window of sequences a sender can be ahead by (the
+   * eager tags it remembers): at most that many messages of eager_max bytes. */
+  struct srd_recv_comm *rc = srd_recv_comm(c);
+  if (c->result) return;
+  if (m->seq - c->next_seq >= SRD_SENT_TAGS || rc->nunexpected >= SRD_SENT_TAGS) {
+    srd_comm_fail(c, SRD_ERR_REMOTE, "eager message for sequence %u, %u ahead of the receives (%d kept): flood?",
+                  m->seq, m->seq - c->next_seq, rc->nunexpected);
+    return;
+  }
   struct srd_unexpected *u = malloc(sizeof(*u) + m->len);
   if (!u) {
     srd_comm_fail(c, SRD_ERR_SYSTEM, "out of memory holding an early eager message");
@@ -57,8 +66,9 @@ void srd_proto_on_eager(struct srd_comm *c, const struct srd_msg_eager *m) {
   u->tag = m->tag;
   u->len = m->len;
   if (m->len) memcpy(u->data, m->data, m->len);
-  u->next = srd_recv_comm(c)->unexpected;
-  srd_recv_comm(c)->unexpected = u;
+  u->next = rc->unexpected;
+  rc->unexpected = u;
+  rc->nunexpected++;
 }
 
 void srd_proto_on_trunc(struct srd_comm *c, const struct srd_msg_trunc *m) {
@@ -69,14 +79,27 @@ void srd_proto_on_trunc(struct srd_comm *c, const struct srd_msg_trunc *m) {
   srd_req_finish(r, SRD_ERR_USAGE);
 }
 
+/* The immediate data is the writer's claim: it must name a receive whose
+ * clear-to-send went out, keep the stripe count of its first write, and never
+ * add up to more than the buffer posted. Anything else fails this comm only. */
 void srd_proto_on_write(struct srd_comm *c, struct srd_imm imm, size_t len) {
   struct srd_req *r = c->reqs[imm.slot & ((1u << SRD_SLOT_BITS) - 1)];
-  if (!r || r->slot_tag != imm.slot || r->kind != SRD_REQ_RECV || r->done || imm.entry >= (uint32_t)r->n ||
-      r->e[imm.entry].complete) {
+  if (!r || r->slot_tag != imm.slot || r->kind != SRD_REQ_RECV || r->done || !r->cts_sent ||
+      imm.entry >= (uint32_t)r->n || r->e[imm.entry].complete) {
     srd_comm_fail(c, SRD_ERR_REMOTE, "write for slot %#x entry %u matches no open receive", imm.slot, imm.entry);
     return;
   }
   struct srd_recv_entry *e = &r->e[imm.entry];
+  if (e->stripes_seen && e->stripes_total != imm.nstripes) {
+    srd_comm_fail(c, SRD_ERR_REMOTE, "write for slot %#x entry %u claims %u stripes, earlier ones %u", imm.slot,
+                  imm.entry, imm.nstripes, e->stripes_total);
+    return;
+  }
+  if (len > e->cap - e->got) {
+    srd_comm_fail(c, SRD_ERR_REMOTE, "writes for slot %#x entry %u add up to more than its %zu bytes", imm.slot,
+                  imm.entry, e->cap);
+    return;
+  }
   e->stripes_total = imm.nstripes;
   e->got += len;
   c->traffic.writes++;
@@ -113,9 +136,10 @@ static size_t encode_cts(void *buf, size_t cap, const void *arg) {
   uint64_t keys[SRD_MAX_RECVS * SRD_MAX_RAILS];
   for (int i = 0; i < r->n; i++) {
     const struct srd_recv_entry *e = &r->e[i];
-    struct srd_rail_mrs *mrs = e->mr->mr->handle;
+    const struct srd_mr *reg = srd_mr_entry(e->mr, SRD_MR_RECV);
+    struct srd_rail_mrs *mrs = reg->handle;
     uintptr_t a = (uintptr_t)e->buf;
-    m.e[i].addr = dev->rails[0].virt_addr ? a : a - e->mr->mr->base;
+    m.e[i].addr = dev->rails[0].virt_addr ? a : a - reg->base;
     m.e[i].len = e->cap;
     m.e[i].tag = e->tag;
     for (int l = 0; l < dev->nrails; l++) keys[i * dev->nrails + l] = dev->rail_ops->mr_key(mrs->mr[l]);
@@ -123,7 +147,11 @@ static size_t encode_cts(void *buf, size_t cap, const void *arg) {
   return srd_msg_encode_cts(buf, cap, c->peer_id, &m, keys);
 }
 
-static int post_cts(struct srd_req *r) { return srd_comm_send_ctrl(r->comm, FI_ADDR_UNSPEC, encode_cts, r, NULL); }
+static int post_cts(struct srd_req *r) {
+  int rc = srd_comm_send_ctrl(r->comm, FI_ADDR_UNSPEC, encode_cts, r, NULL);
+  if (rc == SRD_OK) r->cts_sent = true;
+  return rc;
+}
 
 int srd_proto_post_cts(struct srd_req *r) {
   int rc = post_cts(r);
@@ -144,7 +172,8 @@ int srd_proto_irecv(struct srd_comm *c, int n, void **data, const size_t *sizes,
     return SRD_ERR_ARG;
   }
   for (int i = 0; i < n; i++)
-    if (!mrs[i] || (sizes[i] && !srd_mr_covers(mrs[i], data[i], sizes[i]))) {
+    if (!mrs[i] || !srd_mr_live(mrs[i]) || !srd_mr_entry(mrs[i], SRD_MR_RECV) ||
+        (sizes[i] && !srd_mr_covers(mrs[i], data[i], sizes[i]))) {
       SRD_WARN("recv comm %#x: buffer %d (%zu bytes at %p) is outside its registration", c->id, i, sizes[i], data[i]);
       return SRD_ERR_ARG;
     }
@@ -167,6 +196,7 @@ int srd_proto_irecv(struct srd_comm *c, int n, void **data, const size_t *sizes,
     struct srd_unexpected *u = *p;
     if (u->seq - r->seq < (uint32_t)n) {
       *p = u->next;
+      srd_recv_comm(c)->nunexpected--;
       deliver_eager(r, u->tag, u->len, u->data);
       free(u);
     } else {

@@ -41,7 +41,7 @@ struct srd_req *srd_req_get(struct srd_comm *c, enum srd_req_kind kind) {
   r->slot_tag = c->is_send ? 0 : (uint8_t)(i | srd_recv_comm(c)->slot_uses[i] << SRD_SLOT_BITS);
   r->kind = kind;
   r->in_use = true;
-  r->done = r->released = r->on_pending = false;
+  r->done = r->released = r->on_pending = r->cts_sent = false;
   r->result = 0;
   r->outstanding = 0;
   r->n = r->entries_done = 0;
@@ -58,6 +58,12 @@ void srd_req_put_all(struct srd_comm *c) {
 }
 
 void srd_pools_free(struct srd_dev *dev) {
+  for (int d = 0; d < 2; d++)
+    while (dev->free_comms[d]) {
+      struct srd_comm *c = dev->free_comms[d];
+      dev->free_comms[d] = c->next_closed;
+      free(c);
+    }
   while (dev->free_reqs) {
     struct srd_req *r = dev->free_reqs;
     dev->free_reqs = r->next_pending;

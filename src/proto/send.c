@@ -117,7 +117,7 @@ static int post_stripes(struct srd_req *r) {
     int l = s->path / dev->neps;
     struct srd_rail *rail = &dev->rails[l];
     struct srd_rail_write *w = &r->ops[r->posted];
-    struct srd_rail_mrs *mrs = r->mr->mr->handle;
+    struct srd_rail_mrs *mrs = srd_mr_entry(r->mr, SRD_MR_SEND)->handle;
     struct srd_imm imm = {c->peer_id & (SRD_MAX_COMMS - 1), r->remote_slot, (uint32_t)r->nstripes,
                           (uint32_t)r->remote_entry};
     w->op.done = stripe_done;
@@ -236,7 +236,7 @@ int srd_proto_isend(struct srd_comm *c, const void *data, size_t size, int tag, 
   *out = NULL;
   if (c->peer_closed) srd_comm_fail(c, SRD_ERR_REMOTE, "the peer closed its receive comm");
   if (c->result) return c->result;
-  if (size && (!mr || !srd_mr_covers(mr, data, size))) {
+  if (size && (!mr || !srd_mr_live(mr) || !srd_mr_entry(mr, SRD_MR_SEND) || !srd_mr_covers(mr, data, size))) {
     SRD_WARN("send comm %#x: %zu bytes at %p are outside their registration", c->id, size, data);
     return SRD_ERR_ARG;
   }

@@ -2,6 +2,7 @@
 
 #include "srd/rail.h"
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <sys/random.h>
@@ -70,8 +71,13 @@ static int setup_buffers(struct srd_rail *rail) {
   if (!rail->buf_mem) return -FI_ENOMEM;
   memset(rail->buf_mem, 0, bytes);
   rail->flush_scratch = rail->buf_mem + (size_t)total * stride;
-  int rc = fi_mr_reg(rail->domain, rail->buf_mem, bytes, FI_SEND | FI_RECV | FI_READ, 0, 0, 0, &rail->buf_mr, NULL);
-  if (rc) {
+  /* Control buffers are only the local end of sends and receives: registered
+   * only where the provider needs descriptors (FI_MR_LOCAL: efa), with local
+   * access only. tcp;ofi_rxm 1.17 made a registration of them (key 0)
+   * remotely readable: another peer's eager data and the cookie leaked. */
+  int rc = 0;
+  if (rail->mr_local &&
+      (rc = srd_rail_reg(rail, rail->buf_mem, bytes, FI_SEND | FI_RECV | FI_READ, -1, -1, 0, &rail->buf_mr))) {
     SRD_WARN("rail %s: cannot register control buffers: %s", rail->name, fi_strerror(-rc));
     return rc;
   }
@@ -89,25 +95,12 @@ static int setup_buffers(struct srd_rail *rail) {
   return 0;
 }
 
-/* shm names its shared-memory region after the process id unless told
- * otherwise; a region left by a killed process then blocks a later process
- * that gets the same pid. A random name cannot collide. Fixed-width fields:
- * both sides' names must have one length (pids of 4 and 5 digits). */
-static int name_host_local_endpoint(struct srd_rail *rail, struct fid_ep *ep, int i) {
-  if (strcmp(rail->info->fabric_attr->prov_name, "shm")) return 0;
-  uint64_t r;
-  if (getrandom(&r, sizeof(r), 0) != sizeof(r)) r = (uint64_t)(uintptr_t)ep ^ (uint64_t)time(NULL);
-  char name[SRD_EP_NAME_MAX];
-  snprintf(name, sizeof(name), "srd-%010d-%016llx-%03d-%d", (int)getpid(), (unsigned long long)r, rail->index, i);
-  return fi_setname(&ep->fid, name, strlen(name) + 1);
-}
-
 static int open_endpoint(struct srd_rail *rail, int i) {
   struct fid_ep *ep;
   int rc = fi_endpoint(rail->domain, rail->info, &ep, NULL);
   if (rc) return rc;
   rail->ep[i] = ep;
-  if ((rc = name_host_local_endpoint(rail, ep, i))) return rc;
+  if ((rc = srd_rail_name_shm_endpoint(rail, ep, i))) return rc;
   if ((rc = fi_ep_bind(ep, &rail->av->fid, 0))) return rc;
   if ((rc = fi_ep_bind(ep, &rail->cq->fid, FI_TRANSMIT | FI_RECV))) return rc;
   /* LL128 across nodes is only safe with 128-byte ordered writes: ask efa for
@@ -142,6 +135,7 @@ int srd_rail_open(struct srd_rail *rail, int index, const struct fi_info *info, 
   rail->mr_local = !!(info->domain_attr->mr_mode & FI_MR_LOCAL);
   rail->max_write = srd_rail_write_limit(info);
   rail->len_in_data = info->domain_attr->cq_data_size >= 8;
+  rail->source = !!(info->caps & FI_SOURCE);
   step = "fi_fabric";
   if ((rc = fi_fabric(info->fabric_attr, &rail->fabric, NULL))) goto fail;
   step = "fi_domain";
@@ -157,7 +151,9 @@ int srd_rail_open(struct srd_rail *rail, int index, const struct fi_info *info, 
     if ((rc = open_endpoint(rail, i))) goto fail;
   step = "control buffers";
   if ((rc = setup_buffers(rail))) goto fail;
-  if (rail->reorder && !(rail->held = calloc(MAX_HELD, sizeof(*rail->held)))) goto fail;
+  if (rail->reorder && (!(rail->held = calloc(MAX_HELD, sizeof(*rail->held))) ||
+                        !(rail->held_src = calloc(MAX_HELD, sizeof(*rail->held_src)))))
+    goto fail;
   return 0;
 fail:
   SRD_WARN("rail %s: %s failed: %s (%d)", rail->name, step, fi_strerror(rc < 0 ? -rc : rc), rc);
@@ -177,6 +173,7 @@ void srd_rail_close(struct srd_rail *rail) {
   free(rail->buf_mem);
   free(rail->av_entries);
   free(rail->held);
+  free(rail->held_src);
   if (rail->thread_safe) {
     pthread_mutex_destroy(&rail->cq_lock);
     pthread_mutex_destroy(&rail->post_lock);
@@ -192,8 +189,9 @@ static void cq_unlock(struct srd_rail *rail) {
   if (rail->thread_safe) pthread_mutex_unlock(&rail->cq_lock);
 }
 
-/* Reject an address that cannot be one of this provider's (a corrupt handle)
- * before the provider sees it: some providers' AVs misbehave afterwards. */
+/* Reject an address that cannot be one of this provider's (a corrupt handle,
+ * a forged hello) before the provider sees it: some providers' AVs misbehave
+ * afterwards. */
 static bool plausible_address(const struct srd_rail *rail, const void *name) {
   sa_family_t family;
   memcpy(&family, name, sizeof(family));
@@ -210,7 +208,14 @@ static bool plausible_address(const struct srd_rail *rail, const void *name) {
 }
 
 int srd_rail_av_insert(struct srd_rail *rail, const void *name, fi_addr_t *addr) {
-  if (!plausible_address(rail, name)) {
+  if (!strcmp(rail->info->fabric_attr->prov_name, "shm")) {
+    int rc = srd_rail_shm_name_check(rail, name);
+    if (rc) {
+      SRD_WARN("rail %s: peer address refused: %s", rail->name,
+               rc == -FI_EHOSTDOWN ? "its process is gone" : "not one of ours (shape, owner, or our own)");
+      return rc;
+    }
+  } else if (!plausible_address(rail, name)) {
     SRD_WARN("rail %s: peer address is not of this provider's format", rail->name);
     return -FI_EINVAL;
   }
@@ -262,11 +267,23 @@ void srd_rail_av_remove(struct srd_rail *rail, fi_addr_t addr) {
   }
 }
 
+/* Without FI_MR_PROV_KEY (tcp;ofi_rxm, shm) the keys are ours to choose:
+ * random, so that a process that never said hello cannot guess one (they were
+ * 1, 2, 3...). efa (FI_MR_PROV_KEY) picks its own. */
+static uint64_t random_key(const struct srd_rail *rail) {
+  uint64_t k = 0;
+  while (getrandom(&k, sizeof(k), 0) != sizeof(k) || k == 0) {
+  }
+  size_t bits = rail->info->domain_attr->mr_key_size * 8;
+  return bits && bits < 64 ? k & ((1ULL << bits) - 1) : k;
+}
+
+#define KEY_TRIES 8
+
 int srd_rail_reg(struct srd_rail *rail, void *base, size_t len, uint64_t access, int cuda_dev, int dmabuf_fd,
                  uint64_t dmabuf_offset, struct fid_mr **mr) {
   struct iovec iov = {.iov_base = base, .iov_len = len};
-  /* Without FI_MR_PROV_KEY the keys are ours to choose, unique per domain. */
-  struct fi_mr_attr attr = {.mr_iov = &iov, .iov_count = 1, .access = access, .requested_key = ++rail->next_key};
+  struct fi_mr_attr attr = {.mr_iov = &iov, .iov_count = 1, .access = access};
   uint64_t flags = 0;
   if (cuda_dev >= 0) {
     attr.iface = FI_HMEM_CUDA;
@@ -283,12 +300,17 @@ int srd_rail_reg(struct srd_rail *rail, void *base, size_t len, uint64_t access,
   if (dmabuf_fd >= 0) return -FI_ENOSYS;
 #endif
   (void)dmabuf_offset;
-  int rc = fi_mr_regattr(rail->domain, &attr, flags, mr);
+  bool prov_key = rail->info->domain_attr->mr_mode & FI_MR_PROV_KEY;
+  int rc = -FI_ENOKEY;
+  for (int t = 0; t < KEY_TRIES && rc == -FI_ENOKEY; t++) { /* a key already in use: draw again */
+    if (!prov_key) attr.requested_key = random_key(rail);
+    rc = fi_mr_regattr(rail->domain, &attr, flags, mr);
+  }
   if (rc) SRD_WARN("rail %s: registration of %zu bytes at %p failed: %s", rail->name, len, base, fi_strerror(-rc));
   return rc;
 }
 
-void *srd_rail_mr_desc(struct fid_mr *mr) { return fi_mr_desc(mr); }
+void *srd_rail_mr_desc(struct fid_mr *mr) { return mr ? fi_mr_desc(mr) : NULL; }
 uint64_t srd_rail_mr_key(struct fid_mr *mr) { return fi_mr_key(mr); }
 
 struct srd_rail_buf *srd_rail_get_send_buf(struct srd_rail *rail) {
@@ -395,15 +417,15 @@ static int is_recv_buf(const struct srd_rail *rail, const void *ctx) {
   return p >= rail->buf_mem && p < rail->buf_mem + (size_t)RECV_BUFS_PER_EP * rail->neps * buf_stride(rail);
 }
 
-static void dispatch(struct srd_rail *rail, const struct fi_cq_data_entry *e) {
+static void dispatch(struct srd_rail *rail, const struct fi_cq_data_entry *e, fi_addr_t src) {
   if (e->flags & FI_REMOTE_CQ_DATA && (e->flags & FI_RMA || !e->op_context)) {
-    rail->h.on_remote_write(rail->h.arg, rail, (uint32_t)e->data, rail->len_in_data ? e->data >> 32 : e->len);
+    rail->h.on_remote_write(rail->h.arg, rail, (uint32_t)e->data, rail->len_in_data ? e->data >> 32 : e->len, src);
     return;
   }
   if (!e->op_context) return;
   if (is_recv_buf(rail, e->op_context)) {
     struct srd_rail_buf *b = (struct srd_rail_buf *)e->op_context;
-    rail->h.on_message(rail->h.arg, rail, b->data, e->len);
+    rail->h.on_message(rail->h.arg, rail, b->data, e->len, src);
     post_recv_buf(rail, b);
     return;
   }
@@ -426,25 +448,31 @@ static void dispatch_error(struct srd_rail *rail, const struct srd_rail_batch *b
 
 /* Test mode: release completions in a shuffled order, holding some back for
  * a later poll, as an unordered transport may. */
-static void dispatch_reordered(struct srd_rail *rail, struct fi_cq_data_entry *e, int n) {
+static void dispatch_reordered(struct srd_rail *rail, struct fi_cq_data_entry *e, fi_addr_t *src, int n) {
   for (int i = n - 1; i > 0; i--) {
     int j = rand() % (i + 1);
     struct fi_cq_data_entry t = e[i];
+    fi_addr_t ts = src[i];
     e[i] = e[j], e[j] = t;
+    src[i] = src[j], src[j] = ts;
   }
   for (int i = 0; i < n; i++) {
     if (rail->nheld < MAX_HELD && rand() % 2) {
+      rail->held_src[rail->nheld] = src[i];
       rail->held[rail->nheld++] = e[i];
       continue;
     }
-    dispatch(rail, &e[i]);
+    dispatch(rail, &e[i], src[i]);
   }
   int release = rail->nheld ? 1 + rand() % rail->nheld : 0;
   while (release-- > 0) {
     int k = rand() % rail->nheld;
     struct fi_cq_data_entry x = rail->held[k];
-    rail->held[k] = rail->held[--rail->nheld];
-    dispatch(rail, &x);
+    fi_addr_t xs = rail->held_src[k];
+    rail->nheld--;
+    rail->held[k] = rail->held[rail->nheld];
+    rail->held_src[k] = rail->held_src[rail->nheld];
+    dispatch(rail, &x, xs);
   }
 }
 
@@ -466,7 +494,10 @@ int srd_rail_reap(struct srd_rail *rail, struct srd_rail_batch *b) {
   b->n = 0;
   b->has_err = false;
   cq_lock(rail);
-  int n = (int)fi_cq_read(rail->cq, b->e, SRD_RAIL_BATCH);
+  /* Where the provider has FI_SOURCE, every completion says who sent it;
+   * the comm layer checks it against the comm's peer. */
+  int n = rail->source ? (int)fi_cq_readfrom(rail->cq, b->e, SRD_RAIL_BATCH, b->src)
+                       : (int)fi_cq_read(rail->cq, b->e, SRD_RAIL_BATCH);
   if (n == -FI_EAVAIL) n = reap_error(rail, b);
   cq_unlock(rail);
   if (n == -FI_EAGAIN) return 0;
@@ -475,14 +506,16 @@ int srd_rail_reap(struct srd_rail *rail, struct srd_rail_batch *b) {
     SRD_WARN("rail %s: fi_cq_read failed: %s", rail->name, fi_strerror(-n));
     return n;
   }
+  if (!rail->source)
+    for (int i = 0; i < n; i++) b->src[i] = FI_ADDR_NOTAVAIL;
   b->n = n;
   return n;
 }
 
 void srd_rail_dispatch(struct srd_rail *rail, struct srd_rail_batch *b) {
-  if (rail->reorder) dispatch_reordered(rail, b->e, b->n);
+  if (rail->reorder) dispatch_reordered(rail, b->e, b->src, b->n);
   else
-    for (int i = 0; i < b->n; i++) dispatch(rail, &b->e[i]);
+    for (int i = 0; i < b->n; i++) dispatch(rail, &b->e[i], b->src[i]);
   if (b->has_err) dispatch_error(rail, b);
 }
 

@@ -65,7 +65,16 @@ static void explain_rejection(const char *prov) {
 static int try_provider(const char *prov, struct fi_info **infos) {
   struct fi_info *h = base_hints(prov);
   if (!h) return -1;
+  /* With FI_SOURCE every completion names its sender, and the comm layer
+   * drops what does not come from the comm's peer; a provider without it is
+   * taken as it is (then only the token binds a message to its comm, and
+   * only holders of a key can produce write completions). */
+  h->caps |= FI_SOURCE;
   int rc = fi_getinfo(SRD_FI_VERSION, NULL, NULL, 0, h, infos);
+  if (rc) {
+    h->caps &= ~(uint64_t)FI_SOURCE;
+    rc = fi_getinfo(SRD_FI_VERSION, NULL, NULL, 0, h, infos);
+  }
   fi_freeinfo(h);
   if (rc) return -1;
   /* Immediate data carries the completion protocol: 4 bytes are required. */

@@ -3,9 +3,9 @@
 #include <string.h>
 
 #define MSG_MAGIC 0x5352u /* "SR" */
-#define MSG_VERSION 3 /* 3: the immediate data names a receive slot, not a sequence */
+#define MSG_VERSION 4 /* 4: every header carries the destination comm's token */
 #define HANDLE_MAGIC 0x31445253u /* "SRD1" */
-#define HDR_SIZE 8
+#define TOKEN_AT 8 /* header: magic (2), version (1), type (1), destination comm (4), token (8) */
 
 /* Little-endian byte cursor: peers may differ in alignment, never in meaning. */
 struct cur {
@@ -97,6 +97,12 @@ static void put_header(struct cur *c, enum srd_msg_type type, uint32_t dst_comm)
   put(c, MSG_VERSION, 1);
   put(c, type, 1);
   put(c, dst_comm, 4);
+  put(c, 0, 8); /* the token: srd_msg_set_token */
+}
+
+void srd_msg_set_token(void *buf, uint64_t token) {
+  struct cur c = writer((uint8_t *)buf + TOKEN_AT, 8);
+  put(&c, token, 8);
 }
 
 size_t srd_msg_encode_peer(void *buf, size_t cap, enum srd_msg_type type, uint32_t dst_comm,
@@ -105,6 +111,7 @@ size_t srd_msg_encode_peer(void *buf, size_t cap, enum srd_msg_type type, uint32
   size_t names = (size_t)p->nrails * p->neps * p->name_len;
   put_header(&c, type, dst_comm);
   put(&c, p->cookie, 8);
+  put(&c, p->token, 8);
   put(&c, p->listener_id, 4);
   put(&c, p->src_comm, 4);
   put(&c, p->pid, 4);
@@ -175,6 +182,7 @@ uint64_t srd_cts_key(const struct srd_msg_cts *cts, int entry, int rail) {
 
 static int decode_peer(struct cur *c, struct srd_msg_peer *p, const char **why) {
   p->cookie = get(c, 8);
+  p->token = get(c, 8);
   p->listener_id = (uint32_t)get(c, 4);
   p->src_comm = (uint32_t)get(c, 4);
   p->pid = (uint32_t)get(c, 4);
@@ -218,6 +226,7 @@ int srd_msg_decode(const void *buf, size_t len, struct srd_msg *m, const char **
   if (get(&c, 1) != MSG_VERSION) return *why = "unsupported version", -1;
   m->type = (enum srd_msg_type)get(&c, 1);
   m->dst_comm = (uint32_t)get(&c, 4);
+  m->token = get(&c, 8);
   if (c.bad) return *why = "shorter than a header", -1;
   switch (m->type) {
   case SRD_MSG_HELLO:

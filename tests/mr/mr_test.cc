@@ -35,7 +35,9 @@ struct Fake {
   std::set<Registration *> live;
   std::mutex lock;
 
-  static int reg(void *arg, void *base, size_t len, int type, int device, int fd, uint64_t offset, void **handle) {
+  static int reg(void *arg, void *base, size_t len, int type, int device, unsigned access, int fd, uint64_t offset,
+                 void **handle) {
+    (void)access;
     Fake *f = static_cast<Fake *>(arg);
     std::lock_guard<std::mutex> g(f->lock);
     if (f->fail_with) return f->fail_with;
@@ -82,9 +84,9 @@ class MrCache : public ::testing::Test {
     initialized = false;
   }
   struct srd_mr_ref *acquire(uintptr_t offset, size_t len, int type = kHost, int fd = -1, uint64_t dmabuf_off = 0,
-                             int device = -1) {
+                             unsigned access = 0, int device = -1) {
     struct srd_mr_ref *ref = nullptr;
-    int rc = srd_mr_acquire(&cache, at(offset), len, type, device, fd, dmabuf_off, &ref);
+    int rc = srd_mr_acquire(&cache, at(offset), len, type, device, access, fd, dmabuf_off, &ref);
     EXPECT_EQ(0, rc);
     EXPECT_NE(nullptr, ref);
     return ref;
@@ -214,15 +216,15 @@ TEST_F(MrCache, DifferentTypesNeverShare) {
 }
 
 TEST_F(MrCache, GpuMemoryIsExactAndKeyedByDevice) {
-  struct srd_mr_ref *g0 = acquire(100, 1000, kCuda, -1, 0, 0);
+  struct srd_mr_ref *g0 = acquire(100, 1000, kCuda, -1, 0, 0, 0);
   // Registered exactly as given: never rounded out to pages.
   EXPECT_EQ(kArena + 100, reg_of(g0)->base);
   EXPECT_EQ(1000u, reg_of(g0)->len);
   EXPECT_EQ(0, reg_of(g0)->device);
-  struct srd_mr_ref *g0_inner = acquire(200, 100, kCuda, -1, 0, 0);
+  struct srd_mr_ref *g0_inner = acquire(200, 100, kCuda, -1, 0, 0, 0);
   EXPECT_EQ(g0->mr, g0_inner->mr);
   // The same addresses on another GPU, or as host memory, are other registrations.
-  struct srd_mr_ref *g1 = acquire(200, 100, kCuda, -1, 0, 1);
+  struct srd_mr_ref *g1 = acquire(200, 100, kCuda, -1, 0, 0, 1);
   struct srd_mr_ref *host = acquire(200, 100, kHost);
   EXPECT_NE(g0->mr, g1->mr);
   EXPECT_NE(g0->mr, host->mr);
@@ -291,8 +293,10 @@ TEST_F(MrCache, ForeignAndStaleHandlesAreRejected) {
   EXPECT_EQ(1, a->mr->refs);
   struct srd_mr_ref *b = acquire(0, 100);
   EXPECT_EQ(0, srd_mr_release(&cache, a));
-  // a is freed now: releasing it again must not touch it (ASan would say).
+  // a is released now: releasing it again is refused, and it reads as dead.
   EXPECT_EQ(-1, srd_mr_release(&cache, a));
+  EXPECT_FALSE(srd_mr_live(a));
+  EXPECT_TRUE(srd_mr_live(b));
   EXPECT_EQ(0, fake.deregs);
   EXPECT_EQ(1, b->mr->refs);
   EXPECT_EQ(0, srd_mr_release(&cache, b));
@@ -317,9 +321,9 @@ TEST_F(MrCache, FiniDeregistersWhatRemains) {
 TEST_F(MrCache, FailedRegistrationLeavesNothing) {
   fake.fail_with = -EIO;
   struct srd_mr_ref *ref = nullptr;
-  EXPECT_EQ(-EIO, srd_mr_acquire(&cache, at(0), 100, kHost, -1, -1, 0, &ref));
+  EXPECT_EQ(-EIO, srd_mr_acquire(&cache, at(0), 100, kHost, -1, 0, -1, 0, &ref));
   EXPECT_EQ(nullptr, ref);
-  EXPECT_EQ(-EIO, srd_mr_acquire(&cache, at(0), 100, kHost, -1, -1, 0, &ref));
+  EXPECT_EQ(-EIO, srd_mr_acquire(&cache, at(0), 100, kHost, -1, 0, -1, 0, &ref));
   fake.fail_with = 0;
   ref = acquire(0, 100);
   EXPECT_EQ(1, fake.regs);
@@ -329,10 +333,10 @@ TEST_F(MrCache, FailedRegistrationLeavesNothing) {
 
 TEST_F(MrCache, BadRangesAreRejected) {
   struct srd_mr_ref *ref = nullptr;
-  EXPECT_EQ(-EINVAL, srd_mr_acquire(&cache, nullptr, 100, kHost, -1, -1, 0, &ref));
-  EXPECT_EQ(-EINVAL, srd_mr_acquire(&cache, reinterpret_cast<void *>(UINTPTR_MAX - 100), 10, kHost, -1, -1, 0, &ref));
-  EXPECT_EQ(-EINVAL, srd_mr_acquire(&cache, at(0), SIZE_MAX, kHost, -1, -1, 0, &ref));
-  EXPECT_EQ(-EINVAL, srd_mr_acquire(&cache, at(0), SIZE_MAX - kPage + 1, kHost, -1, -1, 0, &ref));
+  EXPECT_EQ(-EINVAL, srd_mr_acquire(&cache, nullptr, 100, kHost, -1, 0, -1, 0, &ref));
+  EXPECT_EQ(-EINVAL, srd_mr_acquire(&cache, reinterpret_cast<void *>(UINTPTR_MAX - 100), 10, kHost, -1, 0, -1, 0, &ref));
+  EXPECT_EQ(-EINVAL, srd_mr_acquire(&cache, at(0), SIZE_MAX, kHost, -1, 0, -1, 0, &ref));
+  EXPECT_EQ(-EINVAL, srd_mr_acquire(&cache, at(0), SIZE_MAX - kPage + 1, kHost, -1, 0, -1, 0, &ref));
   EXPECT_EQ(nullptr, ref);
   EXPECT_EQ(0, fake.regs);
   // An empty range is a valid registration of the page it names.
@@ -411,7 +415,7 @@ TEST_F(MrCache, ConcurrentAcquireAndRelease) {
       for (int i = 0; i < 5000; i++) {
         struct srd_mr_ref *ref = nullptr;
         uintptr_t off = (rng() % 8) * kPage + rng() % 100;
-        if (srd_mr_acquire(&cache, at(off), 100, kHost, -1, -1, 0, &ref) != 0) {
+        if (srd_mr_acquire(&cache, at(off), 100, kHost, -1, 0, -1, 0, &ref) != 0) {
           ADD_FAILURE() << "acquire failed";
           return;
         }
@@ -426,3 +430,33 @@ TEST_F(MrCache, ConcurrentAcquireAndRelease) {
 }
 
 }  // namespace
+
+// A receive registration (remote write) and a send one of the same bytes are
+// separate entries: a send buffer never gets the rights of a receive buffer.
+TEST_F(MrCache, AccessClassesNeverShare) {
+  struct srd_mr_ref *send = acquire(0, 100, kHost, -1, 0, 1);
+  struct srd_mr_ref *recv = acquire(0, 100, kHost, -1, 0, 2);
+  EXPECT_NE(send->mr, recv->mr);
+  EXPECT_EQ(2, fake.regs);
+  struct srd_mr_ref *recv2 = acquire(10, 50, kHost, -1, 0, 2);
+  EXPECT_EQ(recv->mr, recv2->mr);
+  EXPECT_EQ(0, srd_mr_release(&cache, send));
+  EXPECT_EQ(0, srd_mr_release(&cache, recv));
+  EXPECT_EQ(0, srd_mr_release(&cache, recv2));
+}
+
+// Page size 1: the registration is exactly NCCL's range, nothing around it.
+TEST(MrCacheExact, RegistersExactly) {
+  Fake fake;
+  struct srd_mr_cache cache;
+  struct srd_mr_ops ops = {Fake::reg, Fake::dereg, &fake};
+  srd_mr_cache_init(&cache, &ops, 1);
+  struct srd_mr_ref *ref = nullptr;
+  ASSERT_EQ(0, srd_mr_acquire(&cache, at(1000), 256, kHost, -1, 0, -1, 0, &ref));
+  const Registration *r = static_cast<const Registration *>(ref->mr->handle);
+  EXPECT_EQ(kArena + 1000, r->base);
+  EXPECT_EQ(256u, r->len);
+  EXPECT_EQ(0, srd_mr_release(&cache, ref));
+  srd_mr_cache_fini(&cache);
+  EXPECT_EQ(fake.regs, fake.deregs);
+}

@@ -104,8 +104,11 @@ int flush_read(srd_rail *rail, uint64_t raddr, uint64_t key, srd_op *op) {
 const srd_rail_ops kFake = {av_insert, av_remove, get_send_buf, put_send_buf, send,      write,
                             queue_write, mr_desc, mr_key, poll, link_down, flush_read};
 
-// Addresses: a comm's peer address is the index of the peer's device.
+// Addresses: a comm's peer address is the index of the peer's device; what
+// arrives at one device comes from the other (FI_SOURCE).
 srd_dev *dest_dev(fi_addr_t a) { return g.devs[a]; }
+constexpr fi_addr_t kFromA = 0, kFromB = 1;
+fi_addr_t src_of(const srd_dev *to) { return to == g.devs[0] ? kFromB : kFromA; }
 
 void make_dev(srd_dev *d, int index) {
   memset(static_cast<void *>(d), 0, sizeof(*d));
@@ -115,6 +118,7 @@ void make_dev(srd_dev *d, int index) {
   d->nrails = d->neps = d->npaths = d->nnics = d->lanes_per_nic = 1;
   d->rails[0].buf_size = 4096;
   d->rails[0].virt_addr = 1;
+  d->rails[0].source = true;
   snprintf(d->rails[0].name, sizeof d->rails[0].name, "fake%d", index);
   d->eager_max = kEagerMax;
   d->sched = {1, 1 << 20, 4096, kMaxWrite};
@@ -135,10 +139,16 @@ void free_dev(srd_dev *d) {
 // A registration of buf as the cache would hand it out.
 struct Reg {
   srd_rail_mrs mrs{};
-  srd_mr mr{};
+  srd_mr mr{}, send_mr{};
   srd_mr_ref ref{};
   explicit Reg(std::vector<char> &buf) {
     mrs.nrails = 1;
+    // One handle serves both directions, as with regIsGlobal: the receive
+    // class first, the send class as its second registration.
+    mr.access = SRD_MR_RECV;
+    send_mr.access = SRD_MR_SEND;
+    send_mr.handle = &mrs;
+    ref.alt = &send_mr;
     mr.base = reinterpret_cast<uintptr_t>(buf.data());
     mr.len = buf.size();
     mr.refs = 1;
@@ -168,9 +178,12 @@ class Proto : public ::testing::Test {
   }
   static void join(srd_comm *c, srd_comm *peer, fi_addr_t addr) {
     c->peer_id = peer->id;
+    c->peer_token = peer->token;
     c->remote_rails = c->remote_eps = 1;
     c->peer = static_cast<fi_addr_t *>(calloc(1, sizeof(fi_addr_t)));
     c->peer[0] = addr;
+    c->inserted = static_cast<fi_addr_t *>(calloc(1, sizeof(fi_addr_t)));
+    c->inserted[0] = addr;
     c->ready = true;
   }
   void TearDown() override {
@@ -187,7 +200,7 @@ class Proto : public ::testing::Test {
   void deliver_send(size_t i) {
     const Sent &m = g.sends.at(i);
     srd_dev *d = dest_dev(m.dest);
-    srd_dispatch_handlers.on_message(d, &d->rails[0], m.buf->data, m.len);
+    srd_dispatch_handlers.on_message(d, &d->rails[0], m.buf->data, m.len, src_of(d));
   }
   // Its completion at the sender; then it is gone.
   void complete_send(size_t i, int err = 0) {
@@ -205,7 +218,7 @@ class Proto : public ::testing::Test {
     const Write &w = g.writes.at(i);
     memcpy(reinterpret_cast<void *>(w.raddr), w.src, w.len);
     srd_dev *d = dest_dev(w.dest);
-    srd_dispatch_handlers.on_remote_write(d, &d->rails[0], w.imm, w.len);
+    srd_dispatch_handlers.on_remote_write(d, &d->rails[0], w.imm, w.len, src_of(d));
   }
   void complete_write(size_t i, int err = 0) {
     Write w = g.writes.at(i);
@@ -453,7 +466,7 @@ TEST_F(Proto, LateWriteCannotCompleteTheSlotsNextReceive) {
   srd_req *rr2 = irecv(1, &in2, regs2, nullptr);
   ASSERT_EQ(slot, rr2->slot) << "the freed slot is reused";
   // The old write's completion shows up again (a duplicate from the provider).
-  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], late.imm, late.len);
+  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], late.imm, late.len, kFromA);
   EXPECT_FALSE(rr2->done) << "an old write completed the slot's next receive";
   EXPECT_NE(0, r->result);
   srd_req_release(sr);
@@ -487,6 +500,155 @@ TEST_F(Proto, ReorderedCompletions) {
   EXPECT_EQ(0, r->result);
   srd_req_release(sr);
   srd_req_release(rr);
+}
+
+// Control messages carry the destination comm's token: a copy with any other
+// token (a forger who knows only the comm id) is dropped on arrival.
+TEST_F(Proto, MessagesWithAWrongTokenAreDropped) {
+  std::vector<char> out = pattern(4096, 15), in(4096), small = pattern(64, 16), in2(64);
+  Reg ro(out), ri(in), rs(small), ri2(in2);
+  Reg *regs[] = {&ri};
+  srd_req *rr = irecv(1, &in, regs, nullptr);
+  ASSERT_EQ(1u, g.sends.size());
+  auto forge = [](size_t i, uint64_t token) {
+    const Sent &m = g.sends.at(i);
+    std::vector<char> copy(m.buf->data, m.buf->data + m.len);
+    srd_msg_set_token(copy.data(), token);
+    srd_dev *d = dest_dev(m.dest);
+    srd_dispatch_handlers.on_message(d, &d->rails[0], copy.data(), copy.size(), src_of(d));
+  };
+  forge(0, s->token ^ 1); // the clear-to-send
+  forge(0, 0);
+  srd_req *sr = isend(out, ro, out.size(), 0, SRD_AGAIN);
+  EXPECT_EQ(nullptr, sr) << "a clear-to-send with a wrong token was taken";
+  deliver_and_complete_sends();
+  sr = isend(out, ro, out.size(), 0);
+  ASSERT_TRUE(sr);
+  deliver_write(0);
+  complete_write(0);
+  EXPECT_TRUE(rr->done);
+  EXPECT_EQ(out, in);
+  srd_req_release(sr);
+  srd_req_release(rr);
+  // An eager message and a close notice with the wrong token change nothing.
+  srd_req *es = isend(small, rs, small.size(), 0);
+  ASSERT_TRUE(es);
+  ASSERT_EQ(1u, g.sends.size());
+  forge(0, r->token + 1);
+  EXPECT_EQ(nullptr, srd_recv_comm(r)->unexpected) << "a forged eager message was kept";
+  deliver_and_complete_sends();
+  Reg *regs2[] = {&ri2};
+  srd_req *rr2 = irecv(1, &in2, regs2, nullptr);
+  EXPECT_TRUE(rr2->done);
+  EXPECT_EQ(small, in2);
+  srd_req_release(es);
+  srd_req_release(rr2);
+  srd_comm *closing = s;
+  s = nullptr;
+  srd_comm_close(closing);
+  ASSERT_EQ(1u, g.sends.size());
+  forge(0, r->token ^ 0x8000000000000000ull);
+  EXPECT_FALSE(r->peer_closed) << "a forged close notice was taken";
+  deliver_send(0);
+  EXPECT_TRUE(r->peer_closed);
+  complete_send(0);
+}
+
+// With FI_SOURCE, a message that does not come from the comm's peer is
+// dropped, even with the right token.
+TEST_F(Proto, StrangersMessagesAreDroppedWhereTheProviderNamesTheSource) {
+  std::vector<char> out = pattern(4096, 17), in(4096);
+  Reg ro(out), ri(in);
+  Reg *regs[] = {&ri};
+  srd_req *rr = irecv(1, &in, regs, nullptr);
+  ASSERT_EQ(1u, g.sends.size());
+  const Sent &cts = g.sends.at(0);
+  for (fi_addr_t stranger : {fi_addr_t{7}, FI_ADDR_NOTAVAIL})
+    srd_dispatch_handlers.on_message(&a, &a.rails[0], cts.buf->data, cts.len, stranger);
+  EXPECT_EQ(nullptr, isend(out, ro, out.size(), 0, SRD_AGAIN)) << "a clear-to-send from a stranger was taken";
+  deliver_and_complete_sends();
+  srd_req *sr = isend(out, ro, out.size(), 0);
+  ASSERT_EQ(1u, g.writes.size());
+  deliver_write(0);
+  complete_write(0);
+  EXPECT_TRUE(rr->done);
+  EXPECT_EQ(0, rr->result);
+  EXPECT_EQ(out, in);
+  srd_req_release(sr);
+  srd_req_release(rr);
+}
+
+// A write whose immediate data the receiver did not offer (forged, or from a
+// buggy writer) fails that comm and completes nothing.
+uint32_t forged(const Write &w, uint32_t nstripes) {
+  srd_imm v = srd_imm_unpack(w.imm);
+  v.nstripes = nstripes;
+  return srd_imm_pack(v);
+}
+
+TEST_F(Proto, StripeCountIsFixedByTheFirstWrite) {
+  std::vector<char> out = pattern(16384, 13), in(16384);
+  Reg ro(out), ri(in);
+  Reg *regs[] = {&ri};
+  srd_req *rr = irecv(1, &in, regs, nullptr);
+  deliver_and_complete_sends();
+  srd_req *sr = isend(out, ro, out.size(), 0);
+  ASSERT_EQ(4u, g.writes.size());
+  deliver_write(0);
+  Write w = g.writes.at(1);
+  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], forged(w, 2), w.len, kFromA);
+  EXPECT_NE(0, r->result) << "a second stripe count for one entry fails the comm";
+  EXPECT_FALSE(rr->done && rr->result == 0) << "the receive never completes with a forged count";
+  EXPECT_EQ(0, s->result) << "only the receiving comm fails";
+  while (!g.writes.empty()) complete_write(0);
+  srd_req_release(sr);
+  srd_req_release(rr);
+}
+
+TEST_F(Proto, WritesNeverAddUpToMoreThanThePostedBuffer) {
+  std::vector<char> out = pattern(4096, 14), in(4096);
+  Reg ro(out), ri(in);
+  Reg *regs[] = {&ri};
+  srd_req *rr = irecv(1, &in, regs, nullptr);
+  deliver_and_complete_sends();
+  srd_req *sr = isend(out, ro, out.size(), 0);
+  ASSERT_EQ(1u, g.writes.size());
+  Write w = g.writes.at(0);
+  // tcp reports the length the writer claims: a claim past the buffer.
+  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], w.imm, w.len + 1, kFromA);
+  EXPECT_NE(0, r->result);
+  EXPECT_FALSE(rr->done && rr->result == 0) << "a receive never reports more than it posted";
+  complete_write(0);
+  srd_req_release(sr);
+  srd_req_release(rr);
+}
+
+TEST_F(Proto, WriteBeforeTheClearToSendIsRefused) {
+  std::vector<char> in(4096);
+  Reg ri(in);
+  Reg *regs[] = {&ri};
+  g.no_buffers = true;
+  srd_req *rr = irecv(1, &in, regs, nullptr);
+  ASSERT_TRUE(rr->on_pending);
+  srd_imm v = {r->id & (SRD_MAX_COMMS - 1), rr->slot_tag, 1, 0};
+  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], srd_imm_pack(v), 16, kFromA);
+  EXPECT_FALSE(rr->done) << "a slot whose clear-to-send never went out took a write";
+  EXPECT_NE(0, r->result);
+  g.no_buffers = false;
+  srd_req_release(rr);
+}
+
+TEST_F(Proto, WriteNamingASendCommOrAConnectingCommIsDropped) {
+  srd_comm *connecting = srd_comm_alloc(&b, false);
+  ASSERT_TRUE(connecting);
+  srd_imm to_send = {s->id & (SRD_MAX_COMMS - 1), 0, 1, 0};
+  srd_dispatch_handlers.on_remote_write(&a, &a.rails[0], srd_imm_pack(to_send), 16, kFromB);
+  srd_imm to_connecting = {connecting->id & (SRD_MAX_COMMS - 1), 0, 1, 0};
+  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], srd_imm_pack(to_connecting), 16, kFromA);
+  EXPECT_EQ(0, s->result);
+  EXPECT_EQ(0, connecting->result);
+  EXPECT_EQ(0, r->result);
+  srd_comm_free(connecting);
 }
 
 TEST_F(Proto, NoControlBufferMeansTryLater) {

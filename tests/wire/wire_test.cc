@@ -16,8 +16,8 @@ extern "C" {
 namespace {
 
 // Byte layout facts the tests rely on (little-endian, see wire.c).
-constexpr size_t kHeader = 8;
-constexpr size_t kPeerFixed = kHeader + 24;
+constexpr size_t kHeader = 16; // magic, version, type, destination comm, token
+constexpr size_t kPeerFixed = kHeader + 32;
 constexpr size_t kCtsFixed = kHeader + 8;
 constexpr size_t kCtsEntryFixed = 20;
 constexpr size_t kEagerHeader = kHeader + 12;
@@ -204,7 +204,7 @@ TEST(Handle, BadMagicIsRejected) {
 TEST(Handle, WrongVersionIsRejected) {
   std::mt19937_64 rng(6);
   std::vector<uint8_t> good = encode_handle(make_handle(rng, 16));
-  for (int v : {0, 1, 2, 255}) {
+  for (int v : {0, 1, 2, 3, 255}) {
     std::vector<uint8_t> bad = good;
     bad[4] = static_cast<uint8_t>(v);
     expect_handle_rejected(bad, "wrong version");
@@ -525,7 +525,7 @@ TEST(Msg, BadHeaderIsRejected) {
     bad[byte] ^= 0x01;
     expect_rejected(bad, bad.size(), "bad magic");
   }
-  for (int v : {0, 1, 2, 255}) {
+  for (int v : {0, 1, 2, 3, 255}) {
     std::vector<uint8_t> bad = good;
     bad[2] = static_cast<uint8_t>(v);
     expect_rejected(bad, bad.size(), "bad version");
@@ -634,6 +634,7 @@ void expect_canonical(const std::vector<uint8_t> &bytes, size_t len, const struc
     FAIL() << "accepted unknown type " << static_cast<int>(m.type);
   }
   ASSERT_EQ(len, n) << "type " << static_cast<int>(m.type);
+  srd_msg_set_token(again.data(), m.token);
   ASSERT_EQ(0, memcmp(bytes.data(), again.data(), len)) << "type " << static_cast<int>(m.type);
 }
 

@@ -1,0 +1,111 @@
+/* The cases of tests/security/rogue that need no rogue endpoint: a killed
+ * process's shm region, and misuse of the plugin's API. */
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "rogue.h"
+#include "srdtest.h"
+
+/* ---------- regions of killed processes ---------- */
+
+static int region_of(long pid, char *path, size_t cap) {
+  DIR *d = opendir("/dev/shm");
+  ST_CHECK(d, "opendir /dev/shm");
+  char prefix[32];
+  snprintf(prefix, sizeof prefix, "srd-%010ld-", pid);
+  int found = 0;
+  for (struct dirent *e; (e = readdir(d));)
+    if (!strncmp(e->d_name, prefix, strlen(prefix))) {
+      snprintf(path, cap, "/dev/shm/%s", e->d_name);
+      found = 1;
+    }
+  closedir(d);
+  return found;
+}
+
+int victim_killed_region(int rank, int nranks, void *arg) {
+  (void)nranks;
+  char path[300];
+  if (rank == 1) {
+    st_setup(arg, st_version(VERSION));
+    char handle[HSIZE];
+    victim_listen(handle, -1, -1);
+    long pid = getpid();
+    st_oob_send(0, &pid, sizeof pid);
+    char g;
+    st_oob_recv(0, &g, 1, SETUP_MS);
+    kill(getpid(), SIGKILL);
+  }
+  long pid;
+  st_oob_recv(1, &pid, sizeof pid, SETUP_MS);
+  ST_CHECK(region_of(pid, path, sizeof path), "process %ld has no region in /dev/shm", pid);
+  char g = 'g';
+  st_oob_send(1, &g, 1);
+  while (kill((pid_t)pid, 0) == 0 || errno != ESRCH) {
+    int status;
+    if (waitpid((pid_t)pid, &status, WNOHANG) < 0 && errno == ECHILD) st_sleep_ms(10);
+  }
+  ST_CHECK(region_of(pid, path, sizeof path), "the killed process's region vanished by itself");
+  st_setup(arg, st_version(VERSION));
+  char handle[HSIZE];
+  void *l = victim_listen(handle, -1, -1);
+  ST_CHECK(!region_of(pid, path, sizeof path), "the killed process's region %s is still there", path);
+  ST_NCCL(st_net_close_listen(l));
+  ST_NCCL(st_net_finalize());
+  return 0;
+}
+
+/* ---------- misuse of the API ---------- */
+
+int api_misuse(int rank, int nranks, void *arg) {
+  (void)nranks;
+  st_setup(arg, st_version(VERSION));
+  if (rank == 1) {
+    void *s = st_pair_comm(rank, 0, 1, SETUP_MS);
+    st_send_one(s, 4096, 1, 0, SETUP_MS);
+    st_barrier(SETUP_MS);
+    ST_NCCL(st_net_close_send(s));
+    ST_CHECK(st_net_close_send(s) == ncclInvalidArgument, "second closeSend");
+    char b[64];
+    void *req = NULL;
+    ST_CHECK(st_net_isend(s, b, 0, 0, NULL, &req) == ncclInvalidArgument, "isend after closeSend");
+    ST_NCCL(st_net_finalize());
+    ST_CHECK(st_net_finalize() == ncclInvalidArgument, "second finalize");
+    return 0;
+  }
+  char handle[HSIZE];
+  void *lcomm = victim_listen(handle, 1, -1), *rc = NULL;
+  ncclResult_t err;
+  ST_CHECK(st_accept_wait(lcomm, &rc, SETUP_MS, &err) == ST_DONE, "accept");
+  ST_NCCL(st_net_close_listen(lcomm));
+  void *x = NULL;
+  ST_CHECK(st_net_accept(lcomm, &x) == ncclInvalidArgument && !x, "accept after closeListen");
+  ST_CHECK(st_net_close_listen(lcomm) == ncclInvalidArgument, "second closeListen");
+  size_t size = 4096;
+  char *buf = st_alloc(size);
+  void *mh = NULL, *req = NULL, *data = buf;
+  int tag = 0, done = 0;
+  ST_NCCL(st_net_reg_mr(rc, buf, size, &mh));
+  ST_CHECK(st_irecv_wait(rc, 1, &data, &size, &tag, &mh, &req, SETUP_MS, &err) == ST_DONE, "irecv");
+  ST_CHECK(st_test_wait(req, NULL, SETUP_MS, &err) == ST_DONE, "receive");
+  ST_CHECK(st_net_test(req, &done, NULL) == ncclInvalidArgument, "test of a request already reported done");
+  ST_NCCL(st_net_dereg_mr(rc, mh));
+  ST_CHECK(st_net_dereg_mr(rc, mh) == ncclInvalidArgument, "second deregMr");
+  ST_CHECK(st_net_irecv(rc, 1, &data, &size, &tag, &mh, &req) == ncclInvalidArgument, "irecv on a deregistered handle");
+  ST_NCCL(st_net_reg_mr(rc, buf, size, &mh));
+  ST_CHECK(st_irecv_wait(rc, 1, &data, &size, &tag, &mh, &req, SETUP_MS, &err) == ST_DONE, "irecv");
+  st_barrier(SETUP_MS);
+  ST_NCCL(st_net_dereg_mr(rc, mh));
+  ST_NCCL(st_net_close_recv(rc));
+  ST_CHECK(st_net_test(req, &done, NULL) == ncclInvalidArgument, "test after closeRecv");
+  ST_CHECK(st_net_close_recv(rc) == ncclInvalidArgument, "second closeRecv");
+  ST_NCCL(st_net_finalize());
+  ST_CHECK(st_net_finalize() == ncclInvalidArgument, "second finalize");
+  return 0;
+}
+

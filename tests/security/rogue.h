@@ -1,0 +1,70 @@
+/* A rogue peer for the security tests: a bare libfabric endpoint of the
+ * provider under test that speaks our wire format (include/srd/wire.h) but
+ * none of our rules. Every wait is bounded. */
+#ifndef SRD_ROGUE_H
+#define SRD_ROGUE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <string.h>
+#include <stdint.h>
+
+#include <rdma/fabric.h>
+
+#include "srd/wire.h"
+
+#include "srdtest.h"
+
+#define VERSION 11
+#define HSIZE NCCL_NET_HANDLE_MAXSIZE
+#define SETUP_MS 30000
+
+#define ROGUE_RECVS 16
+#define ROGUE_BUF 65536
+
+struct rogue {
+  struct fi_info *info;
+  struct fid_fabric *fabric;
+  struct fid_domain *domain;
+  struct fid_av *av;
+  struct fid_cq *cq;
+  struct fid_ep *ep;
+  char name[SRD_NAME_MAX];
+  size_t name_len;
+  int virt_addr, len_in_data;
+  char *recv_buf[ROGUE_RECVS];
+  struct fi_context2 recv_ctx[ROGUE_RECVS];
+  char *send_buf;
+};
+
+/* Open an endpoint of provider prov (shm: named as our plugin names its
+ * endpoints, so that a victim takes it for one of its own kind). */
+void rogue_open(struct rogue *r, const char *prov);
+void rogue_close(struct rogue *r);
+fi_addr_t rogue_insert(struct rogue *r, const void *name);
+
+/* One operation, waited for: 0 on success, the positive error of its failed
+ * completion, or -1 when nothing completed within ms. */
+int rogue_read(struct rogue *r, fi_addr_t peer, void *buf, size_t len, uint64_t raddr, uint64_t key, int ms);
+int rogue_write(struct rogue *r, fi_addr_t peer, const void *buf, size_t len, uint64_t raddr, uint64_t key,
+                uint32_t imm, int ms);
+int rogue_send(struct rogue *r, fi_addr_t peer, const void *buf, size_t len, int ms);
+/* Next control message that decodes, into *m (pointing into a buffer valid
+ * until the next call); 0, or -1 on timeout. */
+int rogue_recv(struct rogue *r, struct srd_msg *m, int ms);
+
+/* A hello from the rogue's own address for a listener handle. */
+size_t rogue_hello(struct rogue *r, void *buf, const struct srd_handle *h, uint32_t src_comm, const void *name,
+                   uint8_t name_len);
+
+static inline bool is_shm(const struct st_ctx *ctx) { return !strcmp(ctx->provider, "shm"); }
+
+/* Victim side: listen on device 0 and send the handle to ranks to1 and to2
+ * (-1: none). */
+void *victim_listen(char *handle, int to1, int to2);
+
+/* Cases without a rogue endpoint (misuse.c). */
+int victim_killed_region(int rank, int nranks, void *arg);
+int api_misuse(int rank, int nranks, void *arg);
+
+#endif
