@@ -383,7 +383,7 @@ struct perf_transport *perf_plugin_open(const char *path, int version, int dev, 
                  tried, dlerror());
   }
   if (!p->lib || pick_table(p, found, version) || plugin_init(p) || describe_device(p)) {
-    free(p); /* the library stays loaded (see plugin_destroy) */
+    plugin_destroy(&p->base); /* finalizes what init made; the library stays loaded */
     return NULL;
   }
   const char *name = p->net.v8->name; /* name is the first member in every version */
