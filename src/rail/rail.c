@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,6 +19,7 @@
 
 #include "srd/log.h"
 #include "srd/param.h"
+#include "srd/sys.h"
 #include "srd/topo.h"
 
 #define RECV_BUFS_PER_EP 64
@@ -271,11 +271,10 @@ void srd_rail_av_remove(struct srd_rail *rail, fi_addr_t addr) {
  * random, so that a process that never said hello cannot guess one (they were
  * 1, 2, 3...). efa (FI_MR_PROV_KEY) picks its own. */
 static uint64_t random_key(const struct srd_rail *rail) {
-  uint64_t k = 0;
-  while (getrandom(&k, sizeof(k), 0) != sizeof(k) || k == 0) {
-  }
+  uint64_t k = srd_random64();
   size_t bits = rail->info->domain_attr->mr_key_size * 8;
-  return bits && bits < 64 ? k & ((1ULL << bits) - 1) : k;
+  if (bits && bits < 64) k &= (1ULL << bits) - 1;
+  return k ? k : 1;
 }
 
 #define KEY_TRIES 8

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -18,6 +17,7 @@
 
 #include "srd/log.h"
 #include "srd/rail.h"
+#include "srd/sys.h"
 
 /* Containers may share /dev/shm without sharing pid numbers: a name says
  * in which pid namespace its pid means something (32 bits of the namespace's
@@ -33,8 +33,7 @@ static uint32_t pid_ns_tag(void) {
  * both sides' names must have one length (pids of 4 and 5 digits). */
 int srd_rail_name_shm_endpoint(struct srd_rail *rail, struct fid_ep *ep, int i) {
   if (strcmp(rail->info->fabric_attr->prov_name, "shm")) return 0;
-  uint32_t r;
-  if (getrandom(&r, sizeof(r), 0) != sizeof(r)) r = (uint32_t)(uintptr_t)ep ^ (uint32_t)time(NULL);
+  uint32_t r = (uint32_t)srd_random64();
   char name[SRD_EP_NAME_MAX];
   snprintf(name, sizeof(name), "srd-%010d-%08x%08x-%03d-%d", (int)getpid(), pid_ns_tag(), r, rail->index, i);
   return fi_setname(&ep->fid, name, strlen(name) + 1);
