@@ -60,6 +60,13 @@ static int inflight_rank(int rank, int nranks, void *arg) {
       ST_CHECK(bad == SIZE_MAX, "round %d: receive #%d (%zu bytes): wrong byte at offset %zu", round, j, size, bad);
     }
   }
+  /* The sender stays until the receiver has everything: its sends complete
+   * when the data left, and a process that exits then resets the tcp
+   * connection under the receiver's last clear-to-send (what this test
+   * checks is data in flight, not a peer's exit). */
+  char done = 'd';
+  if (rank == 0) st_oob_send(1, &done, 1);
+  else st_oob_recv(0, &done, 1, TIMEOUT_MS);
   ST_NCCL(st_net_dereg_mr(comm, mh));
   ST_NCCL(rank == 0 ? st_net_close_recv(comm) : st_net_close_send(comm));
   st_free(buf, INFLIGHT * SLOT);
