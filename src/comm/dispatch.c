@@ -87,7 +87,10 @@ void srd_comm_replay_early(struct srd_comm *c) {
     const char *why;
     c->early = e->next;
     c->nearly--;
-    if (!from_peer(c, e->rail, e->src))
+    /* A message that overtook the answer came before the peer was in our AV:
+     * the provider could not name it (FI_ADDR_NOTAVAIL), and its token, checked
+     * on arrival, is what vouches for it. A named stranger is dropped. */
+    if (e->src != FI_ADDR_NOTAVAIL && !from_peer(c, e->rail, e->src))
       SRD_WARN("comm %#x: a message kept before the answer came from an address that is not its peer's; dropped",
                c->id);
     else if (srd_msg_decode(e->data, e->len, &m, &why) == 0)
