@@ -208,6 +208,17 @@ static bool plausible_address(const struct srd_rail *rail, const void *name) {
 }
 
 int srd_rail_av_insert(struct srd_rail *rail, const void *name, fi_addr_t *addr) {
+  /* A name already in the AV was checked when it came in, and shm 1.17 may
+   * have removed its owner's region file since (the owner lives on; peers
+   * that mapped the region keep it): only new names are checked. */
+  for (int i = 0; i < rail->nav; i++) {
+    struct srd_av_entry *e = &rail->av_entries[i];
+    if (e->refs && !memcmp(e->name, name, rail->ep_name_len)) {
+      e->refs++;
+      *addr = e->addr;
+      return 0;
+    }
+  }
   if (!strcmp(rail->info->fabric_attr->prov_name, "shm")) {
     int rc = srd_rail_shm_name_check(rail, name);
     if (rc) {
@@ -218,14 +229,6 @@ int srd_rail_av_insert(struct srd_rail *rail, const void *name, fi_addr_t *addr)
   } else if (!plausible_address(rail, name)) {
     SRD_WARN("rail %s: peer address is not of this provider's format", rail->name);
     return -FI_EINVAL;
-  }
-  for (int i = 0; i < rail->nav; i++) {
-    struct srd_av_entry *e = &rail->av_entries[i];
-    if (e->refs && !memcmp(e->name, name, rail->ep_name_len)) {
-      e->refs++;
-      *addr = e->addr;
-      return 0;
-    }
   }
   int slot = 0;
   while (slot < rail->nav && rail->av_entries[slot].refs) slot++;

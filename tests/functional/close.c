@@ -43,6 +43,11 @@ static int recv_pending(int rank, int nranks, void *arg) {
   void *comm = st_pair_comm(rank, 0, 1, SETUP_MS), *mh = NULL;
   unsigned char *buf = st_alloc(2 * MIB);
   ST_NCCL(st_net_reg_mr(comm, buf, 2 * MIB, &mh));
+  /* The receiver's side of a pair is up as soon as it answered; it closes
+   * only once the sender has the answer too (else the sender's connect fails
+   * against a peer that left, which is not what this case is about). */
+  if (rank == 1) signal_peer(0, 'c');
+  else await_peer(1, 'c');
   if (rank == 0) {
     void *reqs[2], *data[2] = {buf, buf + MIB};
     size_t sizes[2] = {MIB, 1024};
