@@ -38,8 +38,10 @@ static void deliver(struct srd_comm *c, const struct srd_msg *m);
  * provider does not say (no FI_SOURCE), yes: the token and, for writes, the
  * keys are then what stands between a stranger and the comm. */
 static bool from_peer(const struct srd_comm *c, const struct srd_rail *rail, fi_addr_t src) {
-  if (!rail->source) return true;
-  if (src == FI_ADDR_NOTAVAIL || !c->inserted) return false;
+  /* FI_ADDR_NOTAVAIL: the provider could not name this sender (shm 2.6 with
+   * lanes, for a peer rail another lane inserted): the token vouches. */
+  if (!rail->source || src == FI_ADDR_NOTAVAIL) return true;
+  if (!c->inserted) return false;
   int rpaths = c->remote_rails * c->remote_eps, l = (int)(rail - c->dev->rails);
   for (int j = 0; j < rpaths; j++)
     if (c->inserted[l * rpaths + j] == src) return true;
