@@ -277,8 +277,20 @@ struct srd_dev {
  * from outside. */
 enum srd_mr_class { SRD_MR_SEND = 1, SRD_MR_RECV = 2 };
 
+/* FI_* access of one rail's registration of a buffer of class cls on CUDA
+ * device cuda_dev (-1: host memory), or 0 where that rail needs none. A host
+ * send buffer is registered only where the provider needs a descriptor
+ * (FI_MR_LOCAL). GPU memory always is: the descriptor is how the provider
+ * knows the memory's interface (FI_MR_HMEM), and without it shm copied a GPU
+ * source with memcpy and crashed. A device that flushes reads a byte of each
+ * GPU receive buffer back through its own loopback address (flush.c). */
+static inline uint64_t srd_mr_rail_access(unsigned cls, int cuda_dev, bool mr_local, bool flush) {
+  if (cls == SRD_MR_SEND) return mr_local || cuda_dev >= 0 ? FI_WRITE : 0;
+  return FI_REMOTE_WRITE | (cuda_dev >= 0 && flush ? FI_REMOTE_READ : 0);
+}
+
 /* Per-rail registration behind one srd_mr. mr[i] is NULL where rail i needs
- * no registration (a send buffer on a provider without FI_MR_LOCAL). */
+ * no registration (srd_mr_rail_access 0). */
 struct srd_rail_mrs {
   int nrails;
   struct fid_mr *mr[SRD_MAX_RAILS];

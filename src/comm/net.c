@@ -39,9 +39,10 @@ static void mr_dereg(void *arg, void *handle) {
 /* Least privilege: a receive buffer is only ever written by the peer
  * (FI_REMOTE_WRITE, nothing else); a send buffer is only the local source of
  * our writes, registered only where the provider needs a descriptor for it
- * (FI_MR_LOCAL: efa), and then without any remote access. tcp;ofi_rxm and
- * shm (1.17 and 2.6) do not ask for FI_MR_LOCAL: their send buffers are not
- * registered at all, so no key can reach them. */
+ * (FI_MR_LOCAL: efa; GPU memory everywhere), and then without any remote
+ * access. tcp;ofi_rxm and shm (1.17 and 2.6) do not ask for FI_MR_LOCAL:
+ * their host send buffers are not registered at all, so no key can reach
+ * them (srd_mr_rail_access). */
 static int mr_reg(void *arg, void *base, size_t len, int type, int cuda_dev, unsigned access, int dmabuf_fd,
                   uint64_t offset, void **handle) {
   (void)type; /* cuda_dev says it all: the cache keys by both */
@@ -53,11 +54,8 @@ static int mr_reg(void *arg, void *base, size_t len, int type, int cuda_dev, uns
   for (int i = 0; i < dev->nrails && !rc; i++) {
     struct srd_rail *rail = &dev->rails[i];
     m->nrails++;
-    if (access == SRD_MR_SEND && !rail->mr_local) continue;
-    uint64_t fi_access = access == SRD_MR_SEND ? FI_WRITE : FI_REMOTE_WRITE;
-    /* A device that flushes reads a byte of each GPU receive buffer back
-     * through its own loopback address (src/proto/flush.c). */
-    if (access == SRD_MR_RECV && cuda_dev >= 0 && dev->gdr.flush) fi_access |= FI_REMOTE_READ;
+    uint64_t fi_access = srd_mr_rail_access(access, cuda_dev, rail->mr_local, dev->gdr.flush);
+    if (!fi_access) continue;
     rc = srd_rail_reg(rail, base, len, fi_access, cuda_dev, dmabuf_fd, offset, &m->mr[i]);
   }
   pthread_mutex_unlock(&dev->lock);

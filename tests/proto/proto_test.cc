@@ -785,3 +785,19 @@ TEST_F(Proto, GpuMemoryNeverGoesEagerly) {
   srd_req_release(sr);
   srd_req_release(rr);
 }
+
+// What each rail registers: a GPU send buffer gets a local-only registration
+// even where the provider takes host buffers without one (shm copied a GPU
+// source with memcpy when given no descriptor), a host send buffer gets
+// none there, and nothing a send buffer gets is reachable from outside.
+TEST(MrRailAccess, PerClassMemoryAndProvider) {
+  for (bool mr_local : {false, true})
+    for (bool flush : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "mr_local " << mr_local << " flush " << flush);
+      EXPECT_EQ(uint64_t{FI_WRITE}, srd_mr_rail_access(SRD_MR_SEND, 0, mr_local, flush));
+      EXPECT_EQ(uint64_t{FI_WRITE}, srd_mr_rail_access(SRD_MR_SEND, 3, mr_local, flush));
+      EXPECT_EQ(mr_local ? uint64_t{FI_WRITE} : 0, srd_mr_rail_access(SRD_MR_SEND, -1, mr_local, flush));
+      EXPECT_EQ(uint64_t{FI_REMOTE_WRITE}, srd_mr_rail_access(SRD_MR_RECV, -1, mr_local, flush));
+      EXPECT_EQ(FI_REMOTE_WRITE | (flush ? FI_REMOTE_READ : 0), srd_mr_rail_access(SRD_MR_RECV, 0, mr_local, flush));
+    }
+}
