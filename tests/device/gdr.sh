@@ -21,7 +21,8 @@
 #        GDR_LEVEL=SYS RUN_TIMEOUT=240 BUDGET_S= (no new run after this many s)
 #        TORCH=1 (tests/device/gdr_torch.py with GDR on, 2 and 4 ranks)
 #        PERF=1 (srd-perf --cuda --check, plugin and --raw, before the runs)
-# Writes to $OUT (or ./gdr-out): env.txt, a log per run, summary.md.
+# Writes to $OUT (or ./gdr-out): summary.md and logs.tgz (env.txt, a log per
+# run: one archive, because the device tool brings back only a few files).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 out=${OUT:-./gdr-out}
@@ -221,3 +222,5 @@ gdr_seen() {
   [ -z "$skipped" ] || printf '\nSkipped (budget):%s\n' "$skipped"
 } >"$out/summary.md"
 cat "$out/summary.md"
+( cd "$out" && tar czf logs.tgz --exclude=summary.md --exclude=logs.tgz . &&
+  find . -mindepth 1 ! -name summary.md ! -name logs.tgz -delete )
