@@ -8,10 +8,12 @@
 #define SRD_GDR_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "srd/topo.h"
 
 struct fi_info;
+struct fid_ep;
 
 enum srd_gdr_mode {
   SRD_GDR_AUTO = -1, /* offer GPU pointers when possible */
@@ -37,6 +39,8 @@ struct srd_gdr_inputs {
   char cuda_why[200];
   int cuda_dmabuf;         /* every CUDA device exports dma-bufs */
   int cuda_ordered;        /* every CUDA device sees GPUDirect RDMA writes in order */
+  int fi_no_cuda_calls;    /* the provider promises no CUDA calls of its own (FI_OPT_CUDA_API_PERMITTED) */
+  char fi_no_cuda_calls_why[200];
 };
 
 struct srd_gdr_decision {
@@ -56,6 +60,14 @@ void srd_gdr_decide(const struct srd_gdr_inputs *in, struct srd_gdr_decision *ou
  * synchronous CUDA copy (shm, tcp: data is visible when the completion is
  * reported) rather than a NIC writing it over PCIe (efa). */
 bool srd_gdr_provider_copies(const char *provider);
+
+/* Ask ep's provider to make no CUDA calls of its own (FI_OPT_CUDA_API_PERMITTED
+ * false, before fi_enable): 1 promised, 0 refused (why filled), -1 when
+ * these libfabric headers cannot ask. A provider that copies GPU memory with a
+ * synchronous cudaMemcpy in NCCL's proxy thread waits there for every
+ * operation queued on the legacy default stream, and PyTorch queues work
+ * there that waits for NCCL's kernel, which waits for the proxy: a hang. */
+int srd_gdr_forbid_cuda_calls(struct fid_ep *ep, char *why, size_t whylen);
 
 /* FI_HMEM version of a rail's fi_info (caps FI_HMEM, mr_mode FI_MR_HMEM) for
  * the same domain, or NULL when the provider does not offer it there. The

@@ -17,6 +17,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 
+#include "srd/gdr.h"
 #include "srd/log.h"
 #include "srd/param.h"
 #include "srd/sys.h"
@@ -106,6 +107,11 @@ static int open_endpoint(struct srd_rail *rail, int i) {
   /* LL128 across nodes is only safe with 128-byte ordered writes: ask efa for
    * them where it offers the option (the tuner probes the same option). */
   if (!strcmp(rail->info->fabric_attr->prov_name, "efa")) rail->ordered_128 = srd_efa_write_order_128(ep) == 1;
+  /* GPU rails ask their provider for no CUDA calls of its own; where it
+   * refuses, the device's GPU decision already knew (srd_gdr_device). */
+  char why[200];
+  if ((rail->info->caps & FI_HMEM) && srd_gdr_forbid_cuda_calls(ep, why, sizeof(why)) == 0)
+    SRD_INFO(NCCL_INIT | NCCL_NET, "%s endpoint %d: %s", rail->info->fabric_attr->prov_name, i, why);
   if ((rc = fi_enable(ep))) return rc;
   size_t len = SRD_EP_NAME_MAX;
   if ((rc = fi_getname(&ep->fid, rail->ep_name[i], &len))) return rc;

@@ -9,6 +9,8 @@
 
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
 
 #include "config.h"
 #include "srd/cuda.h"
@@ -84,6 +86,11 @@ void srd_gdr_decide(const struct srd_gdr_inputs *in, struct srd_gdr_decision *ou
              in->provider, in->fi_cuda_why);
   else if (in->cuda != 1)
     snprintf(out->why, sizeof(out->why), "%s", in->cuda_why);
+  else if (in->fi_no_cuda_calls != 1 && in->mode != SRD_GDR_ON)
+    snprintf(out->why, sizeof(out->why),
+             "provider %s makes CUDA calls of its own in NCCL's proxy thread (%s): its synchronous copies can hang "
+             "applications whose default stream waits on NCCL (PyTorch); NCCL_SRD_GDR=1 forces it",
+             in->provider, in->fi_no_cuda_calls_why);
   else
     out->gpu = true;
   if (!out->gpu) {
@@ -92,7 +99,14 @@ void srd_gdr_decide(const struct srd_gdr_inputs *in, struct srd_gdr_decision *ou
     snprintf(out->flush_why, sizeof(out->flush_why), "host memory only: nothing to flush");
     return;
   }
-  snprintf(out->why, sizeof(out->why), "provider %s offers FI_HMEM with CUDA; %s", in->provider, in->cuda_why);
+  if (in->fi_no_cuda_calls == 1)
+    snprintf(out->why, sizeof(out->why), "provider %s offers FI_HMEM with CUDA and makes no CUDA calls of its own; %s",
+             in->provider, in->cuda_why);
+  else
+    snprintf(out->why, sizeof(out->why),
+             "forced by NCCL_SRD_GDR=1: provider %s offers FI_HMEM with CUDA but makes CUDA calls of its own (%s), "
+             "which can hang applications whose default stream waits on NCCL (PyTorch); %s",
+             in->provider, in->fi_no_cuda_calls_why, in->cuda_why);
   decide_dmabuf(in, out);
   decide_flush(in, out);
 }
@@ -186,15 +200,53 @@ static void probe_driver(struct srd_gdr_inputs *in) {
   }
 }
 
+int srd_gdr_forbid_cuda_calls(struct fid_ep *ep, char *why, size_t whylen) {
+#if HAVE_DECL_FI_OPT_CUDA_API_PERMITTED
+  bool permitted = false;
+  int rc = fi_setopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_CUDA_API_PERMITTED, &permitted, sizeof(permitted));
+  if (rc == 0) return 1;
+  snprintf(why, whylen, "it refused FI_OPT_CUDA_API_PERMITTED=false: %s", fi_strerror(-rc));
+  return 0;
+#else
+  (void)ep;
+  snprintf(why, whylen, "built against libfabric headers without FI_OPT_CUDA_API_PERMITTED: cannot ask it not to");
+  return -1;
+#endif
+}
+
+/* Whether the provider of info promises no CUDA calls: asked of a scratch
+ * endpoint, since the answer decides whether rails open with FI_HMEM. */
+static void probe_no_cuda_calls(const struct fi_info *info, struct srd_gdr_inputs *in) {
+  struct fid_fabric *fabric = NULL;
+  struct fid_domain *domain = NULL;
+  struct fid_ep *ep = NULL;
+  int rc = fi_fabric(info->fabric_attr, &fabric, NULL);
+  if (!rc) rc = fi_domain(fabric, (struct fi_info *)info, &domain, NULL);
+  if (!rc) rc = fi_endpoint(domain, (struct fi_info *)info, &ep, NULL);
+  if (rc) {
+    in->fi_no_cuda_calls = 0;
+    snprintf(in->fi_no_cuda_calls_why, sizeof(in->fi_no_cuda_calls_why),
+             "no endpoint to ask whether it makes CUDA calls: %s", fi_strerror(-rc));
+  } else {
+    in->fi_no_cuda_calls =
+        srd_gdr_forbid_cuda_calls(ep, in->fi_no_cuda_calls_why, sizeof(in->fi_no_cuda_calls_why));
+  }
+  if (ep) fi_close(&ep->fid);
+  if (domain) fi_close(&domain->fid);
+  if (fabric) fi_close(&fabric->fid);
+}
+
 void srd_gdr_gather(const struct srd_nic_list *nics, const struct srd_device_group *grp, int mode,
                     struct srd_gdr_inputs *in) {
   memset(in, 0, sizeof(*in));
   in->mode = mode;
   snprintf(in->provider, sizeof(in->provider), "%s", nics->provider);
   in->fi_hmem = grp->nrails > 0;
+  in->fi_no_cuda_calls = -1;
   for (int i = 0; i < grp->nrails && in->fi_hmem; i++) {
     struct fi_info *h = srd_gdr_hmem_info(nics->nics[grp->rails[i]].info);
     in->fi_hmem = h != NULL;
+    if (h && i == 0 && mode != SRD_GDR_OFF) probe_no_cuda_calls(h, in);
     fi_freeinfo(h);
   }
   probe_fabric_cuda(in);

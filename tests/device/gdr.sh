@@ -19,7 +19,8 @@
 # Knobs: RANKS="2 4 8" COLLS="all_reduce all_gather reduce_scatter"
 #        VARIANTS="gdr staged socket" MAX_BYTES=1G SMALL_ITERS=20 LARGE_ITERS=3
 #        GDR_LEVEL=SYS RUN_TIMEOUT=240 BUDGET_S= (no new run after this many s)
-#        TORCH=1 (tests/device/gdr_torch.py with GDR on, 2 and 4 ranks)
+#        TORCH=0 (1: tests/device/gdr_torch.py with GDR forced, 2 and 4 ranks;
+#        over shm it hangs at the first all_reduce: README, GPU memory)
 #        PERF=1 (srd-perf --cuda --check, plugin and --raw, before the runs)
 # Writes to $OUT (or ./gdr-out): summary.md and logs.tgz (env.txt, a log per
 # run: one archive, because the device tool brings back only a few files).
@@ -41,7 +42,7 @@ SMALL_ITERS=${SMALL_ITERS:-20}
 LARGE_ITERS=${LARGE_ITERS:-3}
 GDR_LEVEL=${GDR_LEVEL:-SYS}
 RUN_TIMEOUT=${RUN_TIMEOUT:-240}
-TORCH=${TORCH:-1}
+TORCH=${TORCH:-0}
 PERF=${PERF:-1}
 lf2=$PWD/.device/lf2
 net=$PWD/.device/install/lib/libnccl-net-srd.so

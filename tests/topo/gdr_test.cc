@@ -26,7 +26,7 @@ namespace {
 bool has(const char *text, const char *part) { return std::string(text).find(part) != std::string::npos; }
 
 srd_gdr_inputs inputs(int mode, const char *prov, int hmem, int fcuda, int fdmabuf, int cuda, int cdmabuf,
-                      int ordered) {
+                      int ordered, int nocalls = 1) {
   srd_gdr_inputs in{};
   in.mode = mode;
   snprintf(in.provider, sizeof(in.provider), "%s", prov);
@@ -39,6 +39,8 @@ srd_gdr_inputs inputs(int mode, const char *prov, int hmem, int fcuda, int fdmab
   snprintf(in.cuda_why, sizeof(in.cuda_why), "CUDA-WHY");
   in.cuda_dmabuf = cdmabuf;
   in.cuda_ordered = ordered;
+  in.fi_no_cuda_calls = nocalls;
+  snprintf(in.fi_no_cuda_calls_why, sizeof(in.fi_no_cuda_calls_why), "NOCALLS-WHY");
   return in;
 }
 
@@ -47,14 +49,15 @@ TEST(GdrDecide, EveryCombination) {
   int count = 0;
   for (int mode : {SRD_GDR_AUTO, SRD_GDR_OFF, SRD_GDR_ON})
     for (const char *prov : provs)
-      for (int bits = 0; bits < 64; bits++) {
+      for (int bits = 0; bits < 128; bits++) {
         int hmem = bits & 1, fcuda = bits >> 1 & 1, fdmabuf = bits >> 2 & 1, cuda = bits >> 3 & 1,
-            cdmabuf = bits >> 4 & 1, ordered = bits >> 5 & 1;
-        srd_gdr_inputs in = inputs(mode, prov, hmem, fcuda, fdmabuf, cuda, cdmabuf, ordered);
+            cdmabuf = bits >> 4 & 1, ordered = bits >> 5 & 1, nocalls = bits >> 6 & 1;
+        srd_gdr_inputs in = inputs(mode, prov, hmem, fcuda, fdmabuf, cuda, cdmabuf, ordered, nocalls);
         srd_gdr_decision d;
         srd_gdr_decide(&in, &d);
         bool copies = std::string(prov) == "shm" || std::string(prov).rfind("tcp", 0) == 0;
-        bool gpu = mode != SRD_GDR_OFF && hmem && fcuda && cuda;
+        // A provider that makes CUDA calls of its own is offered only when forced.
+        bool gpu = mode != SRD_GDR_OFF && hmem && fcuda && cuda && (nocalls || mode == SRD_GDR_ON);
         SCOPED_TRACE(std::string(prov) + " mode " + std::to_string(mode) + " bits " + std::to_string(bits));
         EXPECT_EQ(gpu, d.gpu) << d.why;
         EXPECT_EQ(mode == SRD_GDR_ON && !gpu, d.fail);
@@ -68,7 +71,10 @@ TEST(GdrDecide, EveryCombination) {
                              : !hmem             ? "does not offer FI_HMEM"
                              : !fcuda            ? "cannot handle CUDA memory: FCUDA-WHY"
                              : !cuda             ? "CUDA-WHY"
-                                                 : "offers FI_HMEM with CUDA; CUDA-WHY";
+                             : !nocalls && mode == SRD_GDR_AUTO
+                                 ? "makes CUDA calls of its own in NCCL's proxy thread (NOCALLS-WHY)"
+                             : !nocalls ? "forced by NCCL_SRD_GDR=1"
+                                        : "offers FI_HMEM with CUDA and makes no CUDA calls of its own; CUDA-WHY";
         EXPECT_TRUE(has(d.why, expect)) << d.why;
         if (gpu && !fdmabuf) {
           EXPECT_STREQ("FDMABUF-WHY", d.dmabuf_why);
@@ -78,7 +84,7 @@ TEST(GdrDecide, EveryCombination) {
         }
         count++;
       }
-  EXPECT_EQ(3 * 4 * 64, count);
+  EXPECT_EQ(3 * 4 * 128, count);
 }
 
 TEST(GdrDecide, UnknownInputsCountAsNo) {
@@ -89,6 +95,10 @@ TEST(GdrDecide, UnknownInputsCountAsNo) {
   EXPECT_FALSE(d.dmabuf);
   EXPECT_TRUE(d.flush); // ordering unknown: flush to be safe
   in.cuda = -1;
+  srd_gdr_decide(&in, &d);
+  EXPECT_FALSE(d.gpu);
+  in.cuda = 1;
+  in.fi_no_cuda_calls = -1; // headers that cannot ask: not promised
   srd_gdr_decide(&in, &d);
   EXPECT_FALSE(d.gpu);
 }
@@ -198,6 +208,25 @@ TEST_F(Host, ShmOffersHmemButThisLibfabricHasNoCuda) {
   srd_gdr_decide(&in, &dec);
   EXPECT_FALSE(dec.gpu);
   EXPECT_TRUE(has(dec.why, "libfabric cannot handle CUDA memory")) << dec.why;
+}
+
+// shm copies GPU memory with CUDA calls of its own: it never promises
+// otherwise, so auto never offers GPU pointers on it (PyTorch hung there).
+TEST_F(Host, ShmNeverPromisesNoCudaCalls) {
+  fake::Driver d;
+  open("shm");
+  srd_gdr_inputs in;
+  srd_gdr_gather(&nics_, &grp_, SRD_GDR_AUTO, &in);
+  ASSERT_EQ(1, in.fi_hmem);
+  EXPECT_NE(1, in.fi_no_cuda_calls);
+  EXPECT_TRUE(has(in.fi_no_cuda_calls_why, "FI_OPT_CUDA_API_PERMITTED")) << in.fi_no_cuda_calls_why;
+  in.fi_cuda = 1; // as with a CUDA-aware libfabric
+  srd_gdr_decision dec;
+  srd_gdr_decide(&in, &dec);
+  EXPECT_FALSE(dec.gpu);
+  EXPECT_TRUE(has(dec.why, "makes CUDA calls of its own")) << dec.why;
+  srd_gdr_gather(&nics_, &grp_, SRD_GDR_OFF, &in);
+  EXPECT_EQ(-1, in.fi_no_cuda_calls) << "NCCL_SRD_GDR=0 asks nothing";
 }
 
 TEST_F(Host, HmemFilterWithoutCuda) {
