@@ -14,6 +14,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_ext.h>
 
+#include "srd/gdr.h"
 #include "srd/log.h"
 #include "srd/param.h"
 #include "srd/topo.h"
@@ -79,17 +80,28 @@ static void discover(void) {
   net->rail_gbps = (double)total_mbps / nics.n / 1000.0;
 
   struct srd_topo topo;
-  if (srd_topo_group(&nics, NULL, (int)srd_param_int(SRD_PARAM_RAILS), &topo) == 0 && topo.ngroups > 0) {
+  int grouped = srd_topo_group(&nics, NULL, (int)srd_param_int(SRD_PARAM_RAILS), &topo) == 0 && topo.ngroups > 0;
+  if (grouped) {
     int rails = 0;
     for (int g = 0; g < topo.ngroups; g++) rails += topo.groups[g].nrails;
     net->rails_per_gpu = (rails + topo.ngroups - 1) / topo.ngroups;
   }
   srd_tuner_net_defaults(net, nics.provider, loopback, probe_ll128(&nics));
+  /* The flush is paid only where the net plugin's own GPU decision asks for
+   * one: same inputs, same rule (src/topo/gdr.c). */
+  if (grouped) {
+    struct srd_gdr_inputs in;
+    struct srd_gdr_decision dec;
+    srd_gdr_gather(&nics, &topo.groups[0], srd_gdr_mode(), &in);
+    srd_gdr_decide(&in, &dec);
+    net->gdr_flush = dec.gpu && dec.flush;
+  }
   SRD_INFO(NCCL_INIT | NCCL_TUNING,
            "tuner: provider %s%s, %d NIC(s) per node, %d per GPU, %.0f Gbit/s each; hop %.0f us; LL128 over the "
-           "network %s",
+           "network %s; GPU receive flush %s",
            net->provider, loopback ? " (loopback)" : "", net->rails_per_node, net->rails_per_gpu, net->rail_gbps,
-           net->hop_us, net->ll128_in_order ? "safe (in-order 128-byte writes)" : "unsafe: never chosen");
+           net->hop_us, net->ll128_in_order ? "safe (in-order 128-byte writes)" : "unsafe: never chosen",
+           net->gdr_flush ? "modelled" : "none");
   srd_topo_free(&nics);
 }
 
