@@ -381,6 +381,9 @@ uint64_t srd_comm_usable_paths(const struct srd_comm *c);
 /* Something c posted on local rail l failed: c stops using l (and tells the
  * peer); without failover, or with no rail left, c fails. */
 void srd_comm_rail_failed(struct srd_comm *c, int l, const char *why);
+/* c has no path left: it fails with an error naming every rail and why it
+ * is gone. */
+void srd_comm_fail_no_rail(struct srd_comm *c);
 /* The peer says its rail r went down or came back. */
 void srd_proto_on_rail(struct srd_comm *c, const struct srd_msg_rail *m);
 /* A probe message on rail l (rejoin): op completes through the health of l. */

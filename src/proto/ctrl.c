@@ -99,7 +99,7 @@ int srd_comm_send_ctrl(struct srd_comm *c, fi_addr_t dest, srd_ctrl_encoder enco
   if (c->dev->failover) {
     path = srd_sched_pick(c->dev->npaths, srd_comm_usable_paths(c), c->ctrl_cursor);
     if (path < 0) {
-      if (!c->result) srd_comm_fail(c, SRD_ERR_SYSTEM, "no rail of device %d is left to reach the peer", c->dev->index);
+      srd_comm_fail_no_rail(c);
       return c->result;
     }
   }

@@ -78,13 +78,26 @@ static void tell_peer(struct srd_comm *c, int l, bool up) {
   srd_comm_send_ctrl(c, FI_ADDR_UNSPEC, encode_rail, &n, NULL);
 }
 
+void srd_comm_fail_no_rail(struct srd_comm *c) {
+  const struct srd_dev *dev = c->dev;
+  char text[200];
+  size_t off = 0;
+  for (int l = 0; l < dev->nrails && off < sizeof(text); l++) {
+    const char *why = dev->health[l].down ? dev->health[l].why
+                      : c->rails_bad >> l & 1 ? "an operation of this comm failed on it"
+                                              : "the peer's rail is down";
+    off += (size_t)snprintf(text + off, sizeof(text) - off, "%srail %d (%s): %s", l ? "; " : "", l,
+                            dev->rails[l].name, why);
+  }
+  srd_comm_fail(c, SRD_ERR_SYSTEM, "no rail left to the peer: %s", text);
+}
+
 /* What c does once some of its paths are gone: fail when none is left,
  * otherwise move what the gone ones carried. */
-static void comm_lost_paths(struct srd_comm *c, int l, const char *what) {
+static void comm_lost_paths(struct srd_comm *c) {
   c->failover_seen = true;
   if (!srd_comm_usable_paths(c)) {
-    srd_comm_fail(c, SRD_ERR_SYSTEM, "no rail of device %d is left to reach the peer (last: rail %d, %s)",
-                  c->dev->index, l, what);
+    srd_comm_fail_no_rail(c);
     return;
   }
   if (c->is_send) {
@@ -99,13 +112,13 @@ void srd_comm_rail_failed(struct srd_comm *c, int l, const char *why) {
   struct srd_dev *dev = c->dev;
   if (!dev->failover) return;
   if (c->rails_bad >> l & 1 || dev->health[l].down) {
-    comm_lost_paths(c, l, why);
+    comm_lost_paths(c);
     return;
   }
   c->rails_bad |= 1u << l;
   SRD_WARN("comm %#x: stops using rail %d (%s) of device %d: %s", c->id, l, dev->rails[l].name, dev->index, why);
   tell_peer(c, l, false);
-  comm_lost_paths(c, l, why);
+  comm_lost_paths(c);
 }
 
 void srd_proto_on_rail(struct srd_comm *c, const struct srd_msg_rail *m) {
@@ -121,20 +134,12 @@ void srd_proto_on_rail(struct srd_comm *c, const struct srd_msg_rail *m) {
   c->peer_rails_down |= bit;
   SRD_WARN("comm %#x: the peer reports its rail %d down; our rails mapped onto it carry nothing for it", c->id,
            m->rail);
-  comm_lost_paths(c, m->rail, "the peer's rail is down");
+  comm_lost_paths(c);
 }
 
-/* Every comm of the device fails with an error naming every rail. */
 static void fail_all(struct srd_dev *dev) {
-  char text[200];
-  size_t off = 0;
-  for (int i = 0; i < dev->nrails && off < sizeof(text); i++)
-    off += (size_t)snprintf(text + off, sizeof(text) - off, "%s%d (%s): %s", i ? "; " : "", i, dev->rails[i].name,
-                            dev->health[i].why);
   for (int k = 0; k < dev->comms_end; k++)
-    if (dev->comms[k] && !dev->comms[k]->result)
-      srd_comm_fail(dev->comms[k], SRD_ERR_SYSTEM, "all %d rails of device %d are down: %s", dev->nrails, dev->index,
-                    text);
+    if (dev->comms[k] && !dev->comms[k]->result) srd_comm_fail_no_rail(dev->comms[k]);
 }
 
 void srd_dev_rail_down(struct srd_dev *dev, int l, const char *why) {
@@ -157,7 +162,7 @@ void srd_dev_rail_down(struct srd_dev *dev, int l, const char *why) {
     struct srd_comm *c = dev->comms[k];
     if (!c || !c->ready || c->result || c->closing) continue;
     tell_peer(c, l, false);
-    comm_lost_paths(c, l, why);
+    comm_lost_paths(c);
   }
 }
 

@@ -197,7 +197,7 @@ static int post_resends(struct srd_req *r, bool *queued) {
     }
     int path = srd_sched_pick(c->dev->npaths, srd_comm_usable_paths(c), c->sched_cursor);
     if (path < 0) {
-      if (!c->result) srd_comm_fail(c, SRD_ERR_SYSTEM, "no rail of device %d is left to reach the peer", c->dev->index);
+      srd_comm_fail_no_rail(c);
       srd_req_finish(r, c->result);
       return c->result;
     }
