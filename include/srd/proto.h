@@ -223,6 +223,7 @@ struct srd_lane {
   struct srd_rail *rail;
   pthread_t thread;
   bool running;         /* created and not yet joined */
+  atomic_bool paused;   /* its rail is down: neither reap nor post (see struct srd_rail_health) */
 };
 
 /* What the protocol asks of a rail: the seam under proto. srd_dev_init sets
@@ -248,9 +249,16 @@ extern const struct srd_rail_ops srd_rail_ops_fabric;
 /* A rail's health as the device sees it (src/proto/failover.c). A rail goes
  * down when its link does (kernel interfaces), when its CQ cannot be read,
  * or (without failover) when anything fails on it; it comes back once its
- * link has been up for the hold-down and a probe on it completed. */
+ * link has been up for the hold-down and a probe on it completed. A down
+ * rail is not polled: over kernel TCP the bytes of a write cut off by the
+ * link failure are still in the sockets, and land when the link returns. A
+ * rail that had writes in flight either way when it went down (tainted)
+ * therefore never rejoins: those bytes would land in receive buffers that
+ * NCCL has reused since. */
 struct srd_rail_health {
   bool down;
+  bool tainted;
+  bool told_tainted;      /* its link came back and we said why it stays out */
   char why[96];
   uint64_t down_ms;
   uint64_t link_back_ms;  /* the link is up again since (0: not yet) */
@@ -375,6 +383,10 @@ void srd_dev_probe_silent_peers(struct srd_dev *dev, uint64_t now);
 void srd_dev_failover_init(struct srd_dev *dev);
 void srd_dev_check_rails(struct srd_dev *dev, uint64_t now);
 void srd_dev_rail_down(struct srd_dev *dev, int l, const char *why);
+/* Is rail l polled (up, or down and being probed)? */
+static inline bool srd_rail_polled(const struct srd_dev *dev, int l) {
+  return !dev->health[l].down || dev->health[l].probing;
+}
 /* The paths c may use now (bit per path): healthy local rails whose peer
  * rail is not down. */
 uint64_t srd_comm_usable_paths(const struct srd_comm *c);
@@ -417,9 +429,10 @@ void srd_proto_on_eager(struct srd_comm *c, const struct srd_msg_eager *m);
 void srd_proto_on_trunc(struct srd_comm *c, const struct srd_msg_trunc *m);
 void srd_proto_on_write(struct srd_comm *c, struct srd_imm imm, size_t len, int stripe);
 /* Failover: post again, on healthy rails, the stripes of c's sends that rail
- * l carried and that have not completed; on a receive comm, post again the
- * clear-to-sends no write has answered yet (one may sit on the dead link). */
-void srd_proto_resend_stripes(struct srd_comm *c, int l);
+ * l carried and that have not completed (true when there were any); on a
+ * receive comm, post again the clear-to-sends no write has answered yet (one
+ * may sit on the dead link). */
+bool srd_proto_resend_stripes(struct srd_comm *c, int l);
 void srd_proto_repost_cts(struct srd_comm *c);
 /* Free the re-sent stripes' descriptors (device close, rails closed). */
 void srd_dev_free_resends(struct srd_dev *dev);

@@ -118,6 +118,10 @@ struct srd_rail {
    * (efa) the completion's len is used, which efa fills in. */
   int len_in_data;
   int ordered_128;         /* efa promised 128-byte ordered writes */
+  /* Writes complete only once their data landed at the target (not when the
+   * socket took them): what failover re-sends is then exactly what is
+   * missing there. Set by the owner. */
+  bool delivery_complete;
   struct srd_rail_handlers h;
   /* control buffers: receive side always posted, send side a free list */
   size_t buf_size;

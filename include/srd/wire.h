@@ -104,8 +104,9 @@ struct srd_msg_bye {
 };
 
 struct srd_msg_rail {
-  uint8_t rail; /* the sender's rail index */
-  uint8_t up;   /* 1: it rejoined; 0: it is down */
+  uint8_t rail;  /* the sender's rail index */
+  uint8_t up;    /* 1: it rejoined; 0: it is down */
+  uint8_t stale; /* down: writes of ours were in flight on it (their bytes may still land) */
 };
 
 /* Every header carries the destination comm's token, a random number that

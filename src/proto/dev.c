@@ -169,6 +169,7 @@ void srd_dev_progress_without_cqs(struct srd_dev *dev) {
 void srd_dev_progress(struct srd_dev *dev) {
   if (!dev->threaded)
     for (int i = 0; i < dev->nrails; i++) {
+      if (!srd_rail_polled(dev, i)) continue;
       int rc = dev->rail_ops->poll(&dev->rails[i], POLL_BUDGET);
       if (rc < 0) dev->rails[i].failed = 1;
     }

@@ -29,6 +29,7 @@ void srd_dev_failover_init(struct srd_dev *dev) {
       SRD_INFO(NCCL_INIT | NCCL_NET, "device %d: rail failover off: rail %s's CQ data has no room for the stripe index",
                dev->index, dev->rails[i].name);
     }
+  for (int i = 0; i < dev->nrails; i++) dev->rails[i].delivery_complete = dev->failover;
 }
 
 static int rail_mbps(const struct srd_dev *dev, int l) {
@@ -71,8 +72,14 @@ static size_t encode_rail(void *buf, size_t cap, const void *arg) {
   return srd_msg_encode_rail(buf, cap, n->c->peer_id, &n->m);
 }
 
-static void tell_peer(struct srd_comm *c, int l, bool up) {
-  struct rail_notice n = {c, {(uint8_t)l, up}};
+/* Lanes stop reaping and posting on a down rail, callers stop polling it
+ * (see struct srd_rail_health), until it is probed. */
+static void set_polled(struct srd_dev *dev, int l, bool polled) {
+  if (dev->lanes) atomic_store(&dev->lanes[l].paused, !polled);
+}
+
+static void tell_peer(struct srd_comm *c, int l, bool up, bool stale) {
+  struct rail_notice n = {c, {(uint8_t)l, up, stale}};
   /* Best effort: a notice the provider refuses now is not repeated; the
    * peer's own writes on that rail fail and tell it as much. */
   srd_comm_send_ctrl(c, FI_ADDR_UNSPEC, encode_rail, &n, NULL);
@@ -101,8 +108,11 @@ static void comm_lost_paths(struct srd_comm *c) {
     return;
   }
   if (c->is_send) {
+    /* Writes cut off on a rail may still land at the peer when its link
+     * returns: the peer keeps the rail they target out for good. */
     for (int r = 0; r < c->dev->nrails; r++)
-      if (!(srd_comm_usable_paths(c) >> (r * c->dev->neps) & 1)) srd_proto_resend_stripes(c, r);
+      if (!(srd_comm_usable_paths(c) >> (r * c->dev->neps) & 1) && srd_proto_resend_stripes(c, r))
+        tell_peer(c, r, false, true);
   } else {
     srd_proto_repost_cts(c);
   }
@@ -117,7 +127,7 @@ void srd_comm_rail_failed(struct srd_comm *c, int l, const char *why) {
   }
   c->rails_bad |= 1u << l;
   SRD_WARN("comm %#x: stops using rail %d (%s) of device %d: %s", c->id, l, dev->rails[l].name, dev->index, why);
-  tell_peer(c, l, false);
+  tell_peer(c, l, false, false);
   comm_lost_paths(c);
 }
 
@@ -129,6 +139,15 @@ void srd_proto_on_rail(struct srd_comm *c, const struct srd_msg_rail *m) {
       SRD_INFO(NCCL_NET, "comm %#x: the peer's rail %d is back", c->id, m->rail);
     c->peer_rails_down &= ~bit;
     return;
+  }
+  /* The peer's writes cut off on its rail may still land in the rail of ours
+   * they target (r mod our rails) when the link returns: that rail must go
+   * down too, and stay down. */
+  struct srd_dev *dev = c->dev;
+  if (m->stale) {
+    int ours = m->rail % dev->nrails;
+    dev->health[ours].tainted = true;
+    if (!dev->health[ours].down) srd_dev_rail_down(dev, ours, "the peer's writes into it were cut off");
   }
   if (c->peer_rails_down & bit) return;
   c->peer_rails_down |= bit;
@@ -149,7 +168,9 @@ void srd_dev_rail_down(struct srd_dev *dev, int l, const char *why) {
   h->down_ms = srd_now_ms();
   h->link_back_ms = 0;
   h->probing = false;
+  h->told_tainted = false;
   snprintf(h->why, sizeof(h->why), "%s", why);
+  set_polled(dev, l, false);
   int mbps, left = rails_left(dev, &mbps);
   if (!dev->failover || !left) {
     SRD_WARN("device %d: rail %d (%s) %s%s", dev->index, l, dev->rails[l].name, why,
@@ -161,7 +182,7 @@ void srd_dev_rail_down(struct srd_dev *dev, int l, const char *why) {
   for (int k = 0; k < dev->comms_end; k++) {
     struct srd_comm *c = dev->comms[k];
     if (!c || !c->ready || c->result || c->closing) continue;
-    tell_peer(c, l, false);
+    tell_peer(c, l, false, false);
     comm_lost_paths(c);
   }
 }
@@ -177,7 +198,7 @@ static void rejoin(struct srd_dev *dev, int l) {
     struct srd_comm *c = dev->comms[k];
     if (!c || !c->ready || c->result || c->closing) continue;
     c->rails_bad &= ~(1u << l);
-    tell_peer(c, l, true);
+    tell_peer(c, l, true, false);
   }
 }
 
@@ -185,6 +206,14 @@ static void rejoin(struct srd_dev *dev, int l) {
  * comm's peer on it, then rejoin (or another hold-down when a probe failed). */
 static void try_rejoin(struct srd_dev *dev, int l, uint64_t now) {
   struct srd_rail_health *h = &dev->health[l];
+  if (h->tainted) {
+    if (!h->told_tainted)
+      SRD_WARN("device %d: rail %d (%s) has its link back but stays out: the peer's writes into it were cut off, "
+               "and their remaining bytes would still land (kernel TCP retransmits them)", dev->index, l,
+               dev->rails[l].name);
+    h->told_tainted = true;
+    return;
+  }
   if (!h->link_back_ms) {
     h->link_back_ms = now;
     SRD_INFO(NCCL_NET, "device %d: rail %d (%s) has its link back; probed after %llu ms", dev->index, l,
@@ -197,6 +226,7 @@ static void try_rejoin(struct srd_dev *dev, int l, uint64_t now) {
     h->probing = true;
     h->probes_failed = 0;
     h->probe_ms = now;
+    set_polled(dev, l, true);
     for (int k = 0; k < dev->comms_end; k++) {
       struct srd_comm *c = dev->comms[k];
       if (c && c->ready && !c->result && !c->closing && srd_comm_probe_rail(c, l) == SRD_OK) h->probes_out++;
@@ -206,6 +236,7 @@ static void try_rejoin(struct srd_dev *dev, int l, uint64_t now) {
   if (h->probes_out) return;
   if (h->probes_failed) {
     h->probing = false;
+    set_polled(dev, l, false);
     h->link_back_ms = now; /* another hold-down */
     return;
   }

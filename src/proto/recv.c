@@ -29,6 +29,10 @@ static void deliver_eager(struct srd_req *r, int32_t tag, uint32_t len, const vo
     entry_complete(r, e);
     return;
   }
+  if (c->failover_seen) { /* a copy that sat on a dead link and came late */
+    c->traffic.dropped++;
+    return;
+  }
   srd_comm_fail(c, SRD_ERR_REMOTE, "eager message with tag %d matches no buffer of receive %u", tag, r->seq);
 }
 
@@ -52,6 +56,16 @@ void srd_proto_on_eager(struct srd_comm *c, const struct srd_msg_eager *m) {
    * eager tags it remembers): at most that many messages of eager_max bytes. */
   struct srd_recv_comm *rc = srd_recv_comm(c);
   if (c->result) return;
+  /* After a rail failed, a message that sat on its dead link may come again
+   * when the link returns: one already received, or already kept. */
+  if (c->failover_seen) {
+    bool seen = (int32_t)(m->seq - c->next_seq) < 0;
+    for (struct srd_unexpected *u = rc->unexpected; u && !seen; u = u->next) seen = u->seq == m->seq;
+    if (seen) {
+      c->traffic.dropped++;
+      return;
+    }
+  }
   if (m->seq - c->next_seq >= SRD_SENT_TAGS || rc->nunexpected >= SRD_SENT_TAGS) {
     srd_comm_fail(c, SRD_ERR_REMOTE, "eager message for sequence %u, %u ahead of the receives (%d kept): flood?",
                   m->seq, m->seq - c->next_seq, rc->nunexpected);

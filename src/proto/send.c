@@ -249,7 +249,8 @@ static int post_stripes(struct srd_req *r) {
   return rc;
 }
 
-void srd_proto_resend_stripes(struct srd_comm *c, int l) {
+bool srd_proto_resend_stripes(struct srd_comm *c, int l) {
+  bool moved = false;
   for (int k = 0; k < SRD_REQS_PER_COMM; k++) {
     struct srd_req *r = c->reqs[k];
     if (!r || r->kind != SRD_REQ_SEND || r->done || !r->nstripes) continue;
@@ -257,9 +258,11 @@ void srd_proto_resend_stripes(struct srd_comm *c, int l) {
     for (int i = 0; i < r->posted; i++)
       if (!(r->stripes_done >> i & 1) && r->stripes[i].path / c->dev->neps == l) mark |= 1u << i;
     if (!mark) continue;
+    moved = true;
     r->resend |= mark;
     if (post_stripes(r) == SRD_AGAIN) srd_pending_add(r);
   }
+  return moved;
 }
 
 void srd_proto_post_pending(struct srd_dev *dev) {

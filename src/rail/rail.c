@@ -295,7 +295,13 @@ int srd_rail_write(struct srd_rail *rail, int ep, const void *src, size_t len, v
                    unsigned stripe, fi_addr_t dest, uint64_t raddr, uint64_t key, struct srd_op *op) {
   uint64_t hi = (uint64_t)len | (uint64_t)(stripe & 31u) << SRD_RAIL_LEN_BITS;
   uint64_t data = rail->len_in_data ? hi << 32 | imm : imm;
-  return (int)fi_writedata(rail->ep[ep], src, len, desc, data, dest, raddr, key, &op->fi_ctx);
+  if (!rail->delivery_complete)
+    return (int)fi_writedata(rail->ep[ep], src, len, desc, data, dest, raddr, key, &op->fi_ctx);
+  struct iovec iov = {(void *)src, len};
+  struct fi_rma_iov rma = {raddr, len, key};
+  struct fi_msg_rma msg = {.msg_iov = &iov, .desc = &desc, .iov_count = 1, .addr = dest, .rma_iov = &rma,
+                           .rma_iov_count = 1, .context = &op->fi_ctx, .data = data};
+  return (int)fi_writemsg(rail->ep[ep], &msg, FI_REMOTE_CQ_DATA | FI_COMPLETION | FI_DELIVERY_COMPLETE);
 }
 
 int srd_rail_flush_read(struct srd_rail *rail, uint64_t raddr, uint64_t key, struct srd_op *op) {

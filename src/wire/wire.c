@@ -177,6 +177,7 @@ size_t srd_msg_encode_rail(void *buf, size_t cap, uint32_t dst_comm, const struc
   put_header(&c, SRD_MSG_RAIL, dst_comm);
   put(&c, m->rail, 1);
   put(&c, m->up, 1);
+  put(&c, m->stale, 1);
   return written(&c, buf);
 }
 
@@ -265,8 +266,11 @@ int srd_msg_decode(const void *buf, size_t len, struct srd_msg *m, const char **
   case SRD_MSG_RAIL:
     m->u.rail.rail = (uint8_t)get(&c, 1);
     m->u.rail.up = (uint8_t)get(&c, 1);
+    m->u.rail.stale = (uint8_t)get(&c, 1);
     if (c.bad) return *why = "truncated rail notice", -1;
-    if (m->u.rail.rail >= SRD_MAX_PATHS || m->u.rail.up > 1) return *why = "bad rail notice", -1;
+    if (m->u.rail.rail >= SRD_MAX_PATHS || m->u.rail.up > 1 ||
+        m->u.rail.stale > !m->u.rail.up)
+      return *why = "bad rail notice", -1;
     break;
   default:
     return *why = "unknown message type", -1;

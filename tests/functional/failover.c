@@ -2,13 +2,17 @@
  * (tests/netns/failover.sh sets SRD_FAILOVER_NETNS to netns.sh): the receiver
  * (rank 0) and the sender (rank 1) stream 64 MiB messages striped over every
  * rail, the receiver checks every byte, and the receiver cuts rails
- * (`netns.sh cut K`) while a message is in flight.
+ * (`netns.sh cut K`).
  *
- *   cut-one  cut rail 2, keep streaming (every message complete and right),
- *            mend it, stream until both sides logged that it rejoined, then
- *            a few more messages, which must cross it again (its byte count
- *            grows). Bandwidth before the cut, after it and after the
- *            rejoin is printed.
+ *   cut-one  cut rail 2 while a message is in flight, keep streaming (every
+ *            message complete and right), mend it, stream until both sides
+ *            settled (rejoined, or stays out because writes were cut off on
+ *            it: their bytes land when the link returns), then a few more
+ *            messages, still right. Bandwidth before the cut, after it and
+ *            after the mend is printed.
+ *   cut-idle the same with rail 2 cut between two messages (nothing in
+ *            flight): it must rejoin on both sides and carry data again
+ *            (its byte count grows).
  *   cut-all  cut rails 1, 2, 3 one after another (still right), then rail
  *            0: both sides must see an error within FAIL_MS of that cut, and
  *            the plugin's error must name the rails.
@@ -30,7 +34,7 @@
 #define VERSION 11
 #define SKIP 77
 
-enum { ONE, ALL };
+enum { ONE, IDLE, ALL };
 
 struct side {
   int scenario, peer;
@@ -39,8 +43,8 @@ struct side {
   unsigned char *buf;
   int stop_at;         /* sender: the receiver posts no receive from here (-1: not told yet) */
   int64_t last_cut_ms; /* the last rail's cut was done (-1: not yet) */
-  int peer_rejoined;   /* receiver: the sender logged its rejoin */
-  int told_rejoin;     /* sender: we told the receiver */
+  char peer_settled;   /* receiver: 'R' the sender logged rail 2's rejoin, 'O' that it stays out */
+  int told_settled;    /* sender: we told the receiver */
   int peer_done;       /* the peer finished streaming ('d') */
 };
 
@@ -66,31 +70,35 @@ static long long rx_bytes(int rail) {
   return v;
 }
 
-static int rejoined(int rail) {
-  char needle[32];
-  snprintf(needle, sizeof needle, "(v%c%d) rejoined", 'a', rail);
+/* Lines of ours saying that rail K (on vaK or vbK) did what. */
+static int logged(int rail, const char *what) {
+  char needle[64];
+  snprintf(needle, sizeof needle, "(va%d) %s", rail, what);
   int n = st_log_count(needle);
-  needle[2] = 'b';
+  snprintf(needle, sizeof needle, "(vb%d) %s", rail, what);
   return n + st_log_count(needle);
 }
 
+/* 'R': rail 2 rejoined, 'O': it stays out, 0: neither yet. */
+static char settled(void) { return logged(2, "rejoined") ? 'R' : logged(2, "has its link back but stays out") ? 'O' : 0; }
+
 /* Messages between the two: 's' + count (stop), 'C' (the last rail is cut),
- * 'r' (the sender saw rail 2 rejoin), 'd' (done streaming: the channel closes
- * only once both are). */
+ * 'R' / 'O' (the sender saw rail 2 rejoin / stay out), 'd' (done streaming:
+ * the channel closes only once both are). */
 static void read_oob(struct side *s) {
   while (!s->peer_done && st_oob_ready(s->peer)) {
     char c = 0;
     st_oob_recv(s->peer, &c, 1, SETUP_MS);
     if (c == 's') st_oob_recv(s->peer, &s->stop_at, sizeof s->stop_at, SETUP_MS);
     else if (c == 'C') s->last_cut_ms = st_now_ms();
-    else if (c == 'r') s->peer_rejoined = 1;
+    else if (c == 'R' || c == 'O') s->peer_settled = c;
     else if (c == 'd') s->peer_done = 1;
     else ST_CHECK(0, "unexpected out-of-band byte '%c'", c);
   }
-  if (s->is_send && !s->told_rejoin && s->scenario == ONE && rejoined(2)) {
-    char c = 'r';
+  char c = s->is_send && !s->told_settled && s->scenario != ALL ? settled() : 0;
+  if (c) {
     st_oob_send(s->peer, &c, 1);
-    s->told_rejoin = 1;
+    s->told_settled = 1;
   }
 }
 
@@ -113,8 +121,8 @@ static void failed(struct side *s, const char *what, int msg, ncclResult_t rc) {
 
 /* Receiver: the cuts and mends, once message i is posted. */
 static void receiver_plan(struct side *s, int i) {
-  if (s->scenario == ONE) {
-    if (i == CUT_EVERY) run_netns("cut", 2);
+  if (s->scenario != ALL) {
+    if (i == CUT_EVERY && s->scenario == ONE) run_netns("cut", 2);
     if (i == 3 * CUT_EVERY) run_netns("mend", 2);
   } else if (i > 0 && i % CUT_EVERY == 0 && i <= 4 * CUT_EVERY) {
     int rail = i / CUT_EVERY % 4; /* 1, 2, 3, then 0 */
@@ -133,7 +141,7 @@ static void stream(struct side *s) {
   int64_t phase_start = st_now_ms(), rejoin_wait = -1;
   int phase = 0, phase_msgs = 0, stop = -1;
   long long va2_at_rejoin = -1;
-  const char *phase_name[] = {"before the cut", "after the cut", "after the rejoin"};
+  const char *phase_name[] = {"before the cut", "after the cut", "after the mend"};
   for (int i = 0;; i++) {
     void *req = NULL;
     int tag = i;
@@ -153,7 +161,7 @@ static void stream(struct side *s) {
     }
     if (!s->is_send) {
       int old = phase;
-      if (s->scenario == ONE && ((i == CUT_EVERY && phase == 0) || (stop >= 0 && phase == 1))) phase++;
+      if (s->scenario != ALL && ((i == CUT_EVERY && phase == 0) || (stop >= 0 && phase == 1))) phase++;
       if (phase != old && i > 0) {
         double secs = (double)(st_now_ms() - phase_start) / 1000.0;
         st_note("%s: %d message(s), %.0f MB/s", phase_name[old], phase_msgs,
@@ -180,18 +188,34 @@ static void stream(struct side *s) {
       ST_CHECK(i <= 4 * CUT_EVERY + 16, "message %d completed; the comm should have failed after the last cut", i);
       continue;
     }
-    /* cut-one: after the mend, wait until both sides logged the rejoin. */
+    /* cut-idle: the next cut falls between two messages, with the sender
+     * idle (waiting for the next clear-to-send) for a while. */
+    if (s->scenario == IDLE && i + 1 == CUT_EVERY) {
+      st_sleep_ms(300);
+      run_netns("cut", 2);
+      st_sleep_ms(300); /* both sides notice (every 100 ms) before the next clear-to-send */
+    }
+    /* After the mend, wait until both sides settled rail 2. */
     if (i >= 3 * CUT_EVERY && rejoin_wait < 0) rejoin_wait = st_now_ms();
     if (rejoin_wait >= 0 && stop < 0) {
       read_oob(s);
-      if (rejoined(2) && s->peer_rejoined) {
+      /* A rail that stays out here carries nothing to us whatever the
+       * sender makes of it; the sender's probe may then never complete (its
+       * cut-off write blocks the connection): it settles only when ours
+       * rejoined. */
+      char mine = settled();
+      if (mine == 'O' || (mine && s->peer_settled)) {
         stop = i + 1 + AFTER_REJOIN;
         char c = 's';
         st_oob_send(s->peer, &c, 1);
         st_oob_send(s->peer, &stop, sizeof stop);
-        st_note("rail 2 rejoined on both sides %lld ms after the mend", (long long)(st_now_ms() - rejoin_wait));
+        st_note("rail 2 %s here and %s at the sender, %lld ms after the mend", mine == 'R' ? "rejoined" : "stays out",
+                s->peer_settled == 'R' ? "rejoined" : s->peer_settled == 'O' ? "stays out" : "is not settled",
+                (long long)(st_now_ms() - rejoin_wait));
+        if (s->scenario == IDLE)
+          ST_CHECK(mine == 'R' && s->peer_settled == 'R', "rail 2 was cut with nothing in flight but did not rejoin");
       }
-      ST_CHECK(st_now_ms() - rejoin_wait < REJOIN_MS, "rail 2 did not rejoin on both sides within %d ms of the mend",
+      ST_CHECK(st_now_ms() - rejoin_wait < REJOIN_MS, "rail 2 did not settle on both sides within %d ms of the mend",
                REJOIN_MS);
     }
     if (stop >= 0 && i + 1 == stop) {
@@ -199,8 +223,10 @@ static void stream(struct side *s) {
       st_note("%s: %d message(s), %.0f MB/s", phase_name[phase], phase_msgs,
               secs > 0 ? (double)phase_msgs * MSG / 1e6 / secs : 0.0);
       long long grew = rx_bytes(2) - va2_at_rejoin;
-      st_note("va2 received %lld bytes after the rejoin", grew);
-      ST_CHECK(va2_at_rejoin >= 0 && grew > (long long)(MSG / 8), "rail 2 carried %lld bytes after it rejoined", grew);
+      st_note("va2 received %lld bytes after rail 2 settled", grew);
+      if (settled() == 'R' && s->peer_settled == 'R')
+        ST_CHECK(va2_at_rejoin >= 0 && grew > (long long)(MSG / 8), "rail 2 carried %lld bytes after it rejoined",
+                 grew);
       return;
     }
   }
@@ -210,7 +236,8 @@ static int rank_main(int rank, int nranks, void *arg) {
   (void)nranks;
   const struct st_ctx *ctx = arg;
   st_setup(ctx, st_version(VERSION));
-  struct side s = {.scenario = strcmp(ctx->test, "cut-all") ? ONE : ALL, .peer = 1 - rank, .is_send = rank == 1,
+  int scenario = !strcmp(ctx->test, "cut-all") ? ALL : !strcmp(ctx->test, "cut-idle") ? IDLE : ONE;
+  struct side s = {.scenario = scenario, .peer = 1 - rank, .is_send = rank == 1,
                    .stop_at = -1, .last_cut_ms = -1};
   s.comm = st_pair_comm(rank, 0, 1, SETUP_MS);
   s.buf = st_alloc(MSG);
@@ -242,6 +269,6 @@ int main(int argc, char **argv) {
     fprintf(stderr, "failover: SKIP: set SRD_FAILOVER_NETNS to netns.sh (tests/netns/failover.sh)\n");
     return SKIP;
   }
-  static const struct st_case cases[] = {{"cut-one", run_case}, {"cut-all", run_case}};
-  return st_main(argc, argv, cases, 2);
+  static const struct st_case cases[] = {{"cut-one", run_case}, {"cut-idle", run_case}, {"cut-all", run_case}};
+  return st_main(argc, argv, cases, 3);
 }

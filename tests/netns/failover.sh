@@ -24,7 +24,7 @@ export NCCL_SRD_CLOSE_TIMEOUT_MS
 "$netns" check || exit $?
 trap '"$netns" down' EXIT
 fails=0
-for case in ${SRD_FAILOVER_CASES:-cut-one cut-all}; do
+for case in ${SRD_FAILOVER_CASES:-cut-one cut-idle cut-all}; do
   "$netns" up 4 || exit 99
   "$prog" tcp "$case" || fails=$((fails + 1))
 done
