@@ -474,6 +474,60 @@ TEST_F(Proto, LateWriteCannotCompleteTheSlotsNextReceive) {
   srd_req_release(rr2);
 }
 
+// Rail failover re-sends the stripes a dead rail carried with the same
+// immediate data and stripe index; the original may land too. Each stripe
+// counts once: the receive completes only when every stripe landed.
+TEST_F(Proto, ResentStripeCountsOnce) {
+  std::vector<char> out = pattern(16384, 21), in(16384);
+  Reg ro(out), ri(in);
+  Reg *regs[] = {&ri};
+  srd_req *rr = irecv(1, &in, regs, nullptr);
+  deliver_and_complete_sends();
+  srd_req *sr = isend(out, ro, out.size(), 0);
+  ASSERT_EQ(4u, g.writes.size());
+  for (size_t i = 0; i < 4; i++) EXPECT_EQ(static_cast<int>(i), g.writes[i].stripe);
+  deliver_write(0);
+  deliver_write(0); // the re-sent copy of stripe 0
+  deliver_write(1);
+  deliver_write(2);
+  EXPECT_FALSE(rr->done) << "a second copy of a stripe stood in for a missing one";
+  EXPECT_EQ(0, r->result) << "a second copy of a stripe is harmless";
+  deliver_write(1); // late original after its copy
+  deliver_write(3);
+  ASSERT_TRUE(rr->done);
+  EXPECT_EQ(0, rr->result);
+  EXPECT_EQ(16384u, rr->e[0].got) << "bytes counted once per stripe";
+  EXPECT_EQ(0, memcmp(out.data(), in.data(), in.size()));
+  EXPECT_EQ(0, r->result);
+  while (!g.writes.empty()) complete_write(0);
+  EXPECT_TRUE(sr->done);
+  srd_req_release(sr);
+  srd_req_release(rr);
+}
+
+// After a rail failed, a write for a receive that already completed is an
+// original that sat on the dead link: dropped, the comm lives on. Without a
+// failover the same write still fails the comm (LateWriteCannotComplete...).
+TEST_F(Proto, LateOriginalAfterFailoverIsDropped) {
+  std::vector<char> out = pattern(4096, 23), in(4096);
+  Reg ro(out), ri(in);
+  Reg *regs[] = {&ri};
+  srd_req *rr = irecv(1, &in, regs, nullptr);
+  deliver_and_complete_sends();
+  srd_req *sr = isend(out, ro, out.size(), 0);
+  ASSERT_EQ(1u, g.writes.size());
+  Write late = g.writes.front();
+  deliver_write(0);
+  complete_write(0);
+  ASSERT_TRUE(rr->done);
+  r->failover_seen = true;
+  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], late.imm, late.len, late.stripe, kFromA);
+  EXPECT_EQ(0, r->result);
+  EXPECT_EQ(1u, r->traffic.dropped);
+  srd_req_release(sr);
+  srd_req_release(rr);
+}
+
 TEST_F(Proto, ReorderedCompletions) {
   std::vector<char> out = pattern(16384, 11), in(16384);
   Reg ro(out), ri(in);
