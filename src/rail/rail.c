@@ -506,24 +506,4 @@ int srd_rail_poll(struct srd_rail *rail, int max) {
   return total;
 }
 
-/* The first line of /sys/class/net/<name>/<attr>, "" when unreadable. */
-static void read_net_attr(const struct srd_rail *rail, const char *attr, char *out, int len) {
-  char path[128];
-  snprintf(path, sizeof(path), "/sys/class/net/%s/%s", rail->name, attr);
-  out[0] = 0;
-  FILE *f = fopen(path, "r");
-  if (!f) return;
-  if (!fgets(out, len, f)) out[0] = 0;
-  fclose(f);
-}
-
-int srd_rail_link_down(const struct srd_rail *rail) {
-  char state[32], carrier[8];
-  read_net_attr(rail, "operstate", state, sizeof(state));
-  /* "unknown" is what loopback and some virtual links report while working. */
-  if (strncmp(state, "up", 2) && strncmp(state, "unknown", 7) && state[0]) return 1;
-  /* The kernel updates operstate up to a second after the carrier changes
-   * (linkwatch); carrier itself is current. */
-  read_net_attr(rail, "carrier", carrier, sizeof(carrier));
-  return carrier[0] == '0';
-}
+int srd_rail_link_down(const struct srd_rail *rail) { return srd_nic_link_down(rail->name) == 1; }
