@@ -1,15 +1,18 @@
-/* Rail failover. A rail goes down for the whole device when its link does
- * (kernel interfaces: the operstate the OS reports) or its CQ cannot be
- * read; for one comm when a write or control message of that comm failed on
- * it. Its stripes then move to the rails left (send.c re-sends the ones it
- * carried, with the same immediate data and stripe index, so the receiver
- * counts each stripe once); receive comms post again the clear-to-sends no
- * write has answered (one may sit on the dead link); the peer is told (RAIL
- * message) and stops using its rails that map onto the dead one. Only when
- * no rail is left do comms fail, naming every rail. A rail whose link is up
- * again for NCCL_SRD_RAIL_HOLDDOWN_MS is probed (a PING to each comm's peer
- * on it) and rejoins once every probe completed without error.
- * NCCL_SRD_FAILOVER=0 keeps the old rule: a failed rail fails every comm. */
+/* Rail failover (DESIGN.md, "Rail failover"). A rail goes down for the
+ * whole device when its link does (kernel interfaces: operstate or carrier)
+ * or its CQ cannot be read; for one comm when a write or control message of
+ * that comm failed on it. Its stripes then move to the rails left (send.c
+ * re-sends the ones it carried that have not landed, with the same immediate
+ * data and stripe index, so the receiver counts each stripe once); receive
+ * comms post again the clear-to-sends no write has answered (one may sit on
+ * the dead link); the peer is told (RAIL message) and stops using its rails
+ * that map onto the dead one. Only a comm with no rail left fails, naming
+ * every rail. A down rail is not polled, and one into which the peer's writes
+ * were cut off never rejoins (kernel TCP would land their stale bytes when
+ * the link returns); any other rejoins once its link has been up for
+ * NCCL_SRD_RAIL_HOLDDOWN_MS and a probe (a PING to each comm's peer on it)
+ * completed. NCCL_SRD_FAILOVER=0 keeps the old rule: a failed rail fails
+ * every comm of its device. */
 #include <stdio.h>
 #include <string.h>
 
