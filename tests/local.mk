@@ -103,13 +103,17 @@ tests_abi_dlopen_LDADD = $(SRD_TEST_LDADD)
 
 # raildown runs only from raildown.sh; list_nics prints what srd_topo_discover
 # finds inside a namespace.
-check_PROGRAMS += tests/functional/raildown tests/topo/list_nics
-TESTS += tests/netns/multirail.sh tests/netns/raildown.sh tests/netns/raildown-lanes.sh tests/netns/topo-netns.sh
+check_PROGRAMS += tests/functional/raildown tests/functional/failover tests/topo/list_nics
+TESTS += tests/netns/multirail.sh tests/netns/raildown.sh tests/netns/raildown-lanes.sh tests/netns/topo-netns.sh \
+	tests/netns/failover.sh tests/netns/failover-reorder.sh tests/netns/failover-lanes.sh
 EXTRA_DIST += tests/netns/multirail.sh tests/netns/raildown.sh tests/netns/raildown-lanes.sh tests/netns/netns.sh \
-	tests/netns/topo-netns.sh
+	tests/netns/topo-netns.sh tests/netns/failover.sh tests/netns/failover-reorder.sh tests/netns/failover-lanes.sh
 tests_functional_raildown_SOURCES = tests/functional/raildown.c
 tests_functional_raildown_CPPFLAGS = $(SRD_TEST_CPPFLAGS)
 tests_functional_raildown_LDADD = $(SRD_TEST_LDADD)
+tests_functional_failover_SOURCES = tests/functional/failover.c
+tests_functional_failover_CPPFLAGS = $(SRD_TEST_CPPFLAGS)
+tests_functional_failover_LDADD = $(SRD_TEST_LDADD)
 tests_topo_list_nics_SOURCES = tests/topo/list_nics.c
 tests_topo_list_nics_LDADD = libsrd_topo.la libsrd_util.la
 

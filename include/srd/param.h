@@ -17,6 +17,8 @@ enum srd_param {
   SRD_PARAM_CONNECT_TIMEOUT_MS, /* int: bound on a connect without answer */
   SRD_PARAM_KEEPALIVE_MS,     /* int: silence before a busy comm probes its peer */
   SRD_PARAM_CLOSE_TIMEOUT_MS, /* int: how long close waits for in-flight operations */
+  SRD_PARAM_FAILOVER,         /* bool: a failed rail's work moves to the others */
+  SRD_PARAM_RAIL_HOLDDOWN_MS, /* int: link up this long before a failed rail is probed to rejoin */
   SRD_PARAM_TEST_REORDER,     /* bool: shuffle and delay completions (tests) */
   SRD_PARAM_TOPO_FILE,        /* string: hwloc XML to use instead of the machine */
   SRD_PARAM_TUNER_CONFIG,     /* string: tuner rule file */

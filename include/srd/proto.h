@@ -55,6 +55,7 @@ struct srd_recv_entry {
   struct srd_mr_ref *mr;
   size_t got;
   uint32_t stripes_seen, stripes_total;
+  uint32_t stripe_mask; /* stripes landed, by index: a re-sent copy or a late original counts once */
   bool complete;
 };
 
@@ -81,6 +82,8 @@ struct srd_req {
   size_t size;
   struct srd_mr_ref *mr;
   int nstripes, posted, completed;
+  uint32_t stripes_done; /* by index: completed at least once (an original and its re-send count once) */
+  uint32_t resend;       /* by index: to post again on a healthy rail (failover) */
   int remote_entry;     /* which buffer of the peer's group */
   uint8_t remote_slot;  /* the peer's receive, from its clear-to-send */
   uint64_t raddr;
@@ -88,6 +91,15 @@ struct srd_req {
   struct srd_req *next_pending; /* also the pool's free list */
   struct srd_stripe stripes[SRD_MAX_STRIPES];
   struct srd_rail_write ops[SRD_MAX_STRIPES];
+};
+
+/* A stripe posted again on another rail (failover): its own descriptor, as
+ * the provider may still own the original's; on the device's list until it
+ * completes (or the device closes). */
+struct srd_resend {
+  struct srd_rail_write w; /* first: the completion names its op */
+  int stripe;
+  struct srd_resend *prev, *next;
 };
 
 /* A clear-to-send as the sender keeps it until every entry is used; from the
@@ -140,6 +152,12 @@ struct srd_comm {
   fi_addr_t *peer;      /* [local path] -> remote path address in that rail's AV */
   fi_addr_t *inserted;  /* [local rail * remote paths] every AV entry we own */
   bool eager_ok;        /* the receiver accepts eager data */
+  /* Rail failover (src/proto/failover.c): local rails this comm gave up on
+   * (a write or control message failed on them), the peer's rails it says
+   * are down, and whether a write may come late or twice (some rail failed:
+   * an original on a dead link can land after its re-send). */
+  uint32_t rails_bad, peer_rails_down;
+  bool failover_seen;
   unsigned ctrl_cursor, sched_cursor;
   int ops_in_flight;    /* posted operations whose completion is pending */
   int reqs_in_flight;
@@ -154,6 +172,8 @@ struct srd_comm {
     uint64_t eager;      /* inline messages sent or received */
     uint64_t rendezvous; /* messages written into the peer's buffer after its clear-to-send */
     uint64_t writes;     /* RMA writes (stripes) posted or received */
+    uint64_t resent;     /* stripes re-sent on another rail (sender) */
+    uint64_t dropped;    /* second copies and late writes ignored (receiver) */
   } traffic;
   struct srd_req *reqs[SRD_REQS_PER_COMM]; /* requests in use, by slot */
   uint32_t next_seq;    /* the next message's sequence */
@@ -203,6 +223,7 @@ struct srd_lane {
   struct srd_rail *rail;
   pthread_t thread;
   bool running;         /* created and not yet joined */
+  atomic_bool paused;   /* its rail is down: neither reap nor post (see struct srd_rail_health) */
 };
 
 /* What the protocol asks of a rail: the seam under proto. srd_dev_init sets
@@ -214,8 +235,8 @@ struct srd_rail_ops {
   struct srd_rail_buf *(*get_send_buf)(struct srd_rail *rail);
   void (*put_send_buf)(struct srd_rail_buf *buf);
   int (*send)(struct srd_rail *rail, int ep, struct srd_rail_buf *buf, size_t len, fi_addr_t dest);
-  int (*write)(struct srd_rail *rail, int ep, const void *src, size_t len, void *desc, uint32_t imm, fi_addr_t dest,
-               uint64_t raddr, uint64_t key, struct srd_op *op);
+  int (*write)(struct srd_rail *rail, int ep, const void *src, size_t len, void *desc, uint32_t imm, unsigned stripe,
+               fi_addr_t dest, uint64_t raddr, uint64_t key, struct srd_op *op);
   void (*queue_write)(struct srd_rail *rail, struct srd_rail_write *w);
   void *(*mr_desc)(struct fid_mr *mr);
   uint64_t (*mr_key)(struct fid_mr *mr);
@@ -224,6 +245,28 @@ struct srd_rail_ops {
   int (*flush_read)(struct srd_rail *rail, uint64_t raddr, uint64_t key, struct srd_op *op);
 };
 extern const struct srd_rail_ops srd_rail_ops_fabric;
+
+/* A rail's health as the device sees it (src/proto/failover.c). A rail goes
+ * down when its link does (kernel interfaces), when its CQ cannot be read,
+ * or (without failover) when anything fails on it; it comes back once its
+ * link has been up for the hold-down and a probe on it completed. A down
+ * rail is not polled: over kernel TCP the bytes of a write cut off by the
+ * link failure are still in the sockets, and land when the link returns. A
+ * rail that had writes in flight either way when it went down (tainted)
+ * therefore never rejoins: those bytes would land in receive buffers that
+ * NCCL has reused since. */
+struct srd_rail_health {
+  bool down;
+  bool tainted;
+  bool told_tainted;      /* its link came back and we said why it stays out */
+  char why[96];
+  uint64_t down_ms;
+  uint64_t link_back_ms;  /* the link is up again since (0: not yet) */
+  bool probing;
+  int probes_out;         /* probe messages posted on it and not completed */
+  int probes_failed;
+  uint64_t probe_ms;
+};
 
 struct srd_dev {
   pthread_mutex_t lock; /* one owner of every rail, comm and request of the device */
@@ -236,6 +279,9 @@ struct srd_dev {
   struct srd_rail_handlers handlers; /* what the rails call with a completion: the comm layer's dispatch */
   const struct srd_rail_ops *rail_ops;
   struct srd_rail *rails;
+  struct srd_rail_health health[SRD_MAX_RAILS];
+  bool failover;          /* NCCL_SRD_FAILOVER and every rail names stripes in its CQ data */
+  uint64_t holddown_ms;   /* NCCL_SRD_RAIL_HOLDDOWN_MS */
   struct srd_lane *lanes; /* [nrails] when threaded */
   pid_t lanes_pid;        /* the process that started them */
   atomic_bool stop;       /* lanes end */
@@ -267,6 +313,7 @@ struct srd_dev {
   uint32_t next_listener_id;
   uint64_t last_scan_ms;
   struct srd_req *pending_head, *pending_tail; /* sends with stripes to post */
+  struct srd_resend *resends; /* re-sent stripes the provider holds */
   /* Closed comms the provider still holds operations of: freed when those
    * complete, or when the device closes. */
   struct srd_comm *closed;
@@ -339,10 +386,32 @@ int srd_comm_set_peer(struct srd_comm *c, const struct srd_msg_peer *p);
 void srd_dev_progress(struct srd_dev *dev);
 /* Everything but the CQs: post what waits, and the periodic checks. */
 void srd_dev_progress_without_cqs(struct srd_dev *dev);
-/* The periodic checks (src/proto/probe.c): rails without a link fail every
- * comm; comms that wait on a silent peer probe it. */
-void srd_dev_check_links(struct srd_dev *dev);
+/* The periodic checks (src/proto/probe.c): comms that wait on a silent peer
+ * probe it. */
 void srd_dev_probe_silent_peers(struct srd_dev *dev, uint64_t now);
+/* Rail failover (src/proto/failover.c). srd_dev_check_rails: rails that lost
+ * their link or CQ go down; rails whose link is back rejoin after the
+ * hold-down and a probe. Without failover a failed rail fails every comm. */
+void srd_dev_failover_init(struct srd_dev *dev);
+void srd_dev_check_rails(struct srd_dev *dev, uint64_t now);
+void srd_dev_rail_down(struct srd_dev *dev, int l, const char *why);
+/* Is rail l polled (up, or down and being probed)? */
+static inline bool srd_rail_polled(const struct srd_dev *dev, int l) {
+  return !dev->health[l].down || dev->health[l].probing;
+}
+/* The paths c may use now (bit per path): healthy local rails whose peer
+ * rail is not down. */
+uint64_t srd_comm_usable_paths(const struct srd_comm *c);
+/* Something c posted on local rail l failed: c stops using l (and tells the
+ * peer); without failover, or with no rail left, c fails. */
+void srd_comm_rail_failed(struct srd_comm *c, int l, const char *why);
+/* c has no path left: it fails with an error naming every rail and why it
+ * is gone. */
+void srd_comm_fail_no_rail(struct srd_comm *c);
+/* The peer says its rail r went down or came back. */
+void srd_proto_on_rail(struct srd_comm *c, const struct srd_msg_rail *m);
+/* A probe message on rail l (rejoin): op completes through the health of l. */
+int srd_comm_probe_rail(struct srd_comm *c, int l);
 /* Free closed comms whose last operation completed; all of them when the
  * device's rails are gone (no completion can arrive any more). */
 void srd_dev_free_closed(struct srd_dev *dev, bool all);
@@ -370,7 +439,15 @@ int srd_proto_irecv(struct srd_comm *c, int n, void **data, const size_t *sizes,
 void srd_proto_on_cts(struct srd_comm *c, const struct srd_msg_cts *m);
 void srd_proto_on_eager(struct srd_comm *c, const struct srd_msg_eager *m);
 void srd_proto_on_trunc(struct srd_comm *c, const struct srd_msg_trunc *m);
-void srd_proto_on_write(struct srd_comm *c, struct srd_imm imm, size_t len);
+void srd_proto_on_write(struct srd_comm *c, struct srd_imm imm, size_t len, int stripe);
+/* Failover: post again, on healthy rails, the stripes of c's sends that rail
+ * l carried and that have not completed (true when there were any); on a
+ * receive comm, post again the clear-to-sends no write has answered yet (one
+ * may sit on the dead link). */
+bool srd_proto_resend_stripes(struct srd_comm *c, int l);
+void srd_proto_repost_cts(struct srd_comm *c);
+/* Free the re-sent stripes' descriptors (device close, rails closed). */
+void srd_dev_free_resends(struct srd_dev *dev);
 void srd_proto_on_bye(struct srd_comm *c, const struct srd_msg_bye *m);
 /* Make the data received into GPU buffers (NCCL's iflush) visible to the GPU
  * (src/proto/flush.c). *req NULL: nothing to wait for (the device needs no

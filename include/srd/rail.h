@@ -33,6 +33,12 @@
 #define SRD_EP_NAME_MAX 64
 #define SRD_RAIL_BATCH 16
 #define SRD_RAIL_ERRSTR_MAX 400
+/* With 8 bytes of CQ data the upper half carries the write's length (27
+ * bits: writes are at most 64 MiB) and its stripe index (5 bits), so that a
+ * receiver can tell a re-sent stripe from a new one (rail failover). */
+#define SRD_RAIL_LEN_BITS 27
+#define SRD_RAIL_MAX_WRITE ((size_t)1 << 26)
+#define SRD_RAIL_NO_STRIPE (-1)
 
 struct srd_rail;
 
@@ -56,6 +62,7 @@ struct srd_rail_write {
   size_t len;
   void *desc;
   uint32_t imm;
+  unsigned stripe;              /* index in its message, beside the length where the CQ data has room */
   fi_addr_t dest;
   uint64_t raddr, key;
   int err;                      /* why the post failed (failed list) */
@@ -67,8 +74,10 @@ struct srd_rail_write {
 struct srd_rail_handlers {
   /* A control message landed in one of the rail's receive buffers. */
   void (*on_message)(void *arg, struct srd_rail *rail, const void *buf, size_t len, fi_addr_t src);
-  /* A remote write with immediate data finished in our memory. */
-  void (*on_remote_write)(void *arg, struct srd_rail *rail, uint32_t imm, size_t len, fi_addr_t src);
+  /* A remote write with immediate data finished in our memory. stripe: its
+   * index in the message, or SRD_RAIL_NO_STRIPE where the CQ data has no room
+   * for it (4 bytes: efa). */
+  void (*on_remote_write)(void *arg, struct srd_rail *rail, uint32_t imm, size_t len, int stripe, fi_addr_t src);
   /* A completion error with no operation of ours to blame. */
   void (*on_rail_error)(void *arg, struct srd_rail *rail, int err, const char *errstr);
   void *arg;
@@ -85,6 +94,7 @@ struct srd_rail_buf {
   struct srd_rail *rail;
   struct srd_rail_buf *next;
   int ep;
+  size_t len;              /* of the message in data: set by the sender, for a re-send */
   char data[];
 };
 
@@ -108,6 +118,10 @@ struct srd_rail {
    * (efa) the completion's len is used, which efa fills in. */
   int len_in_data;
   int ordered_128;         /* efa promised 128-byte ordered writes */
+  /* Writes complete only once their data landed at the target (not when the
+   * socket took them): what failover re-sends is then exactly what is
+   * missing there. Set by the owner. */
+  bool delivery_complete;
   struct srd_rail_handlers h;
   /* control buffers: receive side always posted, send side a free list */
   size_t buf_size;
@@ -189,7 +203,7 @@ void srd_rail_put_send_buf(struct srd_rail_buf *buf);
  * returned to the pool after op.done runs. -FI_EAGAIN: nothing was posted. */
 int srd_rail_send(struct srd_rail *rail, int ep, struct srd_rail_buf *buf, size_t len, fi_addr_t dest);
 int srd_rail_write(struct srd_rail *rail, int ep, const void *src, size_t len, void *desc, uint32_t imm,
-                   fi_addr_t dest, uint64_t raddr, uint64_t key, struct srd_op *op);
+                   unsigned stripe, fi_addr_t dest, uint64_t raddr, uint64_t key, struct srd_op *op);
 /* Flush: read a few bytes of our own registered memory at raddr (key) back
  * from endpoint 0 to itself into the rail's scratch buffer. The read reaches
  * the memory behind every write the NIC completed before it, so once it

@@ -44,6 +44,10 @@ void srd_topo_free(struct srd_nic_list *list);
  * list; a leading '=' (after any '^') asks for exact names. NULL or "" matches
  * everything. */
 int srd_ifname_match(const char *spec, const char *name);
+/* The link state of kernel interface ifname as rail failover reads it: 1 down
+ * (operstate neither up nor unknown, or no carrier), 0 up, -1 not a kernel
+ * interface (efa, shm: they report failures through their CQs). */
+int srd_nic_link_down(const char *ifname);
 
 /* One NCCL device: the rails PCIe-local to one GPU (or every rail when there
  * is no GPU or no PCI NIC). */

@@ -1,16 +1,72 @@
-/* Control messages to a comm's peer: take a buffer on the next path, let the
- * caller's encoder fill it, post. One place for the buffer's life: given
- * back when nothing was posted, by ctrl_done when the send completes. */
+/* Control messages to a comm's peer: take a buffer on the next usable path,
+ * let the caller's encoder fill it, post. One place for the buffer's life:
+ * given back when nothing was posted, by ctrl_done when the send completes.
+ * With failover a message that failed on one rail goes again on another. */
+#include <stdio.h>
+#include <string.h>
+
 #include <rdma/fi_errno.h>
 
+#include "srd/log.h"
 #include "srd/proto.h"
+
+typedef void (*op_done_fn)(struct srd_op *op, int err, const char *errstr);
+static void ctrl_done(struct srd_op *op, int err, const char *errstr);
+
+/* Post the len bytes already in b (taken from the rail of path) to the peer. */
+static int post(struct srd_comm *c, int path, fi_addr_t dest, struct srd_rail_buf *b, size_t len,
+                struct srd_req *req, op_done_fn done) {
+  struct srd_dev *dev = c->dev;
+  b->len = len;
+  b->op.done = done;
+  b->op.owner = c;
+  b->op.aux = req;
+  int rc = dev->rail_ops->send(&dev->rails[path / dev->neps], path % dev->neps, b, len, dest);
+  if (rc) {
+    dev->rail_ops->put_send_buf(b);
+    if (rc == -FI_EAGAIN) return SRD_AGAIN;
+    srd_comm_fail(c, SRD_ERR_SYSTEM, "posting a control message failed: %s", fi_strerror(-rc));
+    return c->result;
+  }
+  c->ops_in_flight++;
+  return SRD_OK;
+}
+
+/* The next path of c that failover allows; -1 when none. */
+static int next_path(struct srd_comm *c) {
+  int path = srd_sched_pick(c->dev->npaths, srd_comm_usable_paths(c), c->ctrl_cursor);
+  if (path >= 0) c->ctrl_cursor++;
+  return path;
+}
+
+/* The message in b failed on its rail: the same bytes again on another one.
+ * False when none is left or nothing could be posted (c then fails). */
+static bool resend(struct srd_comm *c, const struct srd_rail_buf *b, struct srd_req *req) {
+  int path = next_path(c);
+  if (path < 0 || c->result) return false;
+  struct srd_dev *dev = c->dev;
+  struct srd_rail_buf *nb = dev->rail_ops->get_send_buf(&dev->rails[path / dev->neps]);
+  if (!nb) return false;
+  memcpy(nb->data, b->data, b->len);
+  return post(c, path, c->peer[path], nb, b->len, req, ctrl_done) == SRD_OK;
+}
 
 static void ctrl_done(struct srd_op *op, int err, const char *errstr) {
   struct srd_rail_buf *b = (struct srd_rail_buf *)op;
   struct srd_comm *c = op->owner;
   struct srd_req *req = op->aux;
-  c->dev->rail_ops->put_send_buf(b);
+  struct srd_dev *dev = c->dev;
   c->ops_in_flight--;
+  if (err && dev->failover && c->ready && !c->result) {
+    char why[160];
+    snprintf(why, sizeof(why), "control message failed: %s", errstr ? errstr : fi_strerror(-err));
+    srd_comm_rail_failed(c, (int)(b->rail - dev->rails), why);
+    if (resend(c, b, req)) {
+      dev->rail_ops->put_send_buf(b);
+      return; /* req follows the copy */
+    }
+  }
+  dev->rail_ops->put_send_buf(b);
   if (err) srd_comm_fail(c, SRD_ERR_REMOTE, "control message to the peer failed: %s", errstr ? errstr : fi_strerror(-err));
   if (req) {
     srd_req_finish(req, err ? SRD_ERR_REMOTE : SRD_OK);
@@ -18,37 +74,61 @@ static void ctrl_done(struct srd_op *op, int err, const char *errstr) {
   }
 }
 
-int srd_comm_send_ctrl(struct srd_comm *c, fi_addr_t dest, srd_ctrl_encoder encode, const void *arg,
-                       struct srd_req *req) {
+static int send_on(struct srd_comm *c, int path, fi_addr_t dest, srd_ctrl_encoder encode, const void *arg,
+                   struct srd_req *req, op_done_fn done) {
   struct srd_dev *dev = c->dev;
-  const struct srd_rail_ops *ops = dev->rail_ops;
-  /* To an explicit address (the handshake): rail 0, endpoint 0, the address
-   * the peer's handle names. Otherwise the paths take turns. */
-  int path = dest == FI_ADDR_UNSPEC ? (int)(c->ctrl_cursor % (unsigned)dev->npaths) : 0;
   struct srd_rail *rail = &dev->rails[path / dev->neps];
-  struct srd_rail_buf *b = ops->get_send_buf(rail);
+  struct srd_rail_buf *b = dev->rail_ops->get_send_buf(rail);
   if (!b) return SRD_AGAIN;
   size_t len = encode(b->data, rail->buf_size, arg);
   if (!len) {
-    ops->put_send_buf(b);
+    dev->rail_ops->put_send_buf(b);
     srd_comm_fail(c, SRD_ERR_INTERNAL, "a control message does not fit the %zu-byte buffer", rail->buf_size);
     return c->result;
   }
   srd_msg_set_token(b->data, c->peer_token);
-  if (dest == FI_ADDR_UNSPEC) {
-    c->ctrl_cursor++;
-    dest = c->peer[path];
+  return post(c, path, dest, b, len, req, done);
+}
+
+int srd_comm_send_ctrl(struct srd_comm *c, fi_addr_t dest, srd_ctrl_encoder encode, const void *arg,
+                       struct srd_req *req) {
+  /* To an explicit address (the handshake): rail 0, endpoint 0, the address
+   * the peer's handle names. Otherwise the usable paths take turns. */
+  if (dest != FI_ADDR_UNSPEC) return send_on(c, 0, dest, encode, arg, req, ctrl_done);
+  int path = (int)(c->ctrl_cursor % (unsigned)c->dev->npaths);
+  if (c->dev->failover) {
+    path = srd_sched_pick(c->dev->npaths, srd_comm_usable_paths(c), c->ctrl_cursor);
+    if (path < 0) {
+      srd_comm_fail_no_rail(c);
+      return c->result;
+    }
   }
-  b->op.done = ctrl_done;
-  b->op.owner = c;
-  b->op.aux = req;
-  int rc = ops->send(rail, path % dev->neps, b, len, dest);
-  if (rc) {
-    ops->put_send_buf(b);
-    if (rc == -FI_EAGAIN) return SRD_AGAIN;
-    srd_comm_fail(c, SRD_ERR_SYSTEM, "posting a control message failed: %s", fi_strerror(-rc));
-    return c->result;
+  int rc = send_on(c, path, c->peer[path], encode, arg, req, ctrl_done);
+  if (rc == SRD_OK) c->ctrl_cursor++;
+  return rc;
+}
+
+static size_t encode_probe(void *buf, size_t cap, const void *arg) {
+  const struct srd_comm *c = arg;
+  return srd_msg_encode_ping(buf, cap, c->peer_id);
+}
+
+static void probe_done(struct srd_op *op, int err, const char *errstr) {
+  struct srd_rail_buf *b = (struct srd_rail_buf *)op;
+  struct srd_comm *c = op->owner;
+  struct srd_dev *dev = c->dev;
+  struct srd_rail_health *h = &dev->health[b->rail - dev->rails];
+  c->ops_in_flight--;
+  h->probes_out--;
+  if (err) {
+    h->probes_failed++;
+    SRD_INFO(NCCL_NET, "rail %s: probe to the peer of comm %#x failed: %s", b->rail->name, c->id,
+             errstr ? errstr : fi_strerror(-err));
   }
-  c->ops_in_flight++;
-  return SRD_OK;
+  dev->rail_ops->put_send_buf(b);
+}
+
+int srd_comm_probe_rail(struct srd_comm *c, int l) {
+  int path = l * c->dev->neps;
+  return send_on(c, path, c->peer[path], encode_probe, c, NULL, probe_done);
 }

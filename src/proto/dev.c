@@ -121,6 +121,7 @@ int srd_dev_open(struct srd_dev *dev) {
   dev->sched.min_stripe = (size_t)srd_param_int(SRD_PARAM_MIN_STRIPE);
   dev->sched.max_write = max_write;
   dev->next_listener_id = (uint32_t)srd_random64();
+  srd_dev_failover_init(dev);
   if (want > 0) srd_dev_start_lanes(dev);
   SRD_INFO(NCCL_INIT | NCCL_NET, "device %d: %d NIC(s) x %d lane(s) = %d rail(s), %d endpoint(s) each, %d path(s); "
            "completions polled by %s", dev->index, dev->nnics, dev->lanes_per_nic, dev->nrails, dev->neps,
@@ -140,6 +141,7 @@ void srd_dev_close(struct srd_dev *dev) {
   /* Rails first: no completion can name a closed comm afterwards. */
   for (int i = 0; i < dev->nrails; i++) srd_rail_close(&dev->rails[i]);
   srd_dev_free_closed(dev, true);
+  srd_dev_free_resends(dev);
   close_rails(dev);
   srd_dev_comms_fini(dev);
   dev->open = false;
@@ -158,7 +160,7 @@ void srd_dev_progress_without_cqs(struct srd_dev *dev) {
   uint64_t now = srd_now_ms();
   if (now - dev->last_scan_ms >= SCAN_INTERVAL_MS) {
     dev->last_scan_ms = now;
-    srd_dev_check_links(dev);
+    srd_dev_check_rails(dev, now);
     srd_dev_probe_silent_peers(dev, now);
     if (dev->closed) srd_dev_free_closed(dev, false);
   }
@@ -167,6 +169,7 @@ void srd_dev_progress_without_cqs(struct srd_dev *dev) {
 void srd_dev_progress(struct srd_dev *dev) {
   if (!dev->threaded)
     for (int i = 0; i < dev->nrails; i++) {
+      if (!srd_rail_polled(dev, i)) continue;
       int rc = dev->rail_ops->poll(&dev->rails[i], POLL_BUDGET);
       if (rc < 0) dev->rails[i].failed = 1;
     }

@@ -129,6 +129,10 @@ static void *lane_main(void *arg) {
   struct lane_idle idle = {0, 0, srd_now_us(), LANE_SLEEP_MIN_US};
   uint64_t refused_since_us = 0;
   while (!atomic_load_explicit(&dev->stop, memory_order_acquire)) {
+    if (atomic_load(&lane->paused)) {
+      sleep_us(LANE_FAILED_SLEEP_US);
+      continue;
+    }
     struct srd_rail_write *failed;
     bool more;
     int posted = srd_rail_post_queued(rail, &failed, &more);
@@ -197,6 +201,7 @@ void srd_dev_start_lanes(struct srd_dev *dev) {
     struct srd_lane *lane = &dev->lanes[i];
     lane->dev = dev;
     lane->rail = &dev->rails[i];
+    atomic_init(&lane->paused, !srd_rail_polled(dev, i));
     int rc = pthread_create(&lane->thread, NULL, lane_main, lane);
     if (rc) {
       SRD_WARN("device %d: cannot start the progress thread of rail %d: %s; progress threads off", dev->index, i,

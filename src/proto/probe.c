@@ -56,20 +56,3 @@ void srd_dev_probe_silent_peers(struct srd_dev *dev, uint64_t now) {
     if (waiting && now - c->last_heard_ms > quiet && now - c->last_ping_ms > quiet) send_ping(c, now, quiet);
   }
 }
-
-/* A rail whose link went away fails every comm of the device (they all
- * stripe over it) with an error that names it, instead of a silent stall. */
-void srd_dev_check_links(struct srd_dev *dev) {
-  for (int i = 0; i < dev->nrails; i++) {
-    struct srd_rail *rail = &dev->rails[i];
-    if (!rail->failed && dev->rail_ops->link_down(rail)) {
-      rail->failed = 1;
-      SRD_WARN("device %d: rail %d (%s) lost its link", dev->index, i, rail->name);
-    }
-    if (!rail->failed) continue;
-    for (int k = 0; k < dev->comms_end; k++)
-      if (dev->comms[k] && !dev->comms[k]->result)
-        srd_comm_fail(dev->comms[k], SRD_ERR_SYSTEM, "rail %d (%s) of device %d failed", i, rail->name,
-                      dev->index);
-  }
-}

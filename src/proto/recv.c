@@ -29,6 +29,10 @@ static void deliver_eager(struct srd_req *r, int32_t tag, uint32_t len, const vo
     entry_complete(r, e);
     return;
   }
+  if (c->failover_seen) { /* a copy that sat on a dead link and came late */
+    c->traffic.dropped++;
+    return;
+  }
   srd_comm_fail(c, SRD_ERR_REMOTE, "eager message with tag %d matches no buffer of receive %u", tag, r->seq);
 }
 
@@ -52,6 +56,16 @@ void srd_proto_on_eager(struct srd_comm *c, const struct srd_msg_eager *m) {
    * eager tags it remembers): at most that many messages of eager_max bytes. */
   struct srd_recv_comm *rc = srd_recv_comm(c);
   if (c->result) return;
+  /* After a rail failed, a message that sat on its dead link may come again
+   * when the link returns: one already received, or already kept. */
+  if (c->failover_seen) {
+    bool seen = (int32_t)(m->seq - c->next_seq) < 0;
+    for (struct srd_unexpected *u = rc->unexpected; u && !seen; u = u->next) seen = u->seq == m->seq;
+    if (seen) {
+      c->traffic.dropped++;
+      return;
+    }
+  }
   if (m->seq - c->next_seq >= SRD_SENT_TAGS || rc->nunexpected >= SRD_SENT_TAGS) {
     srd_comm_fail(c, SRD_ERR_REMOTE, "eager message for sequence %u, %u ahead of the receives (%d kept): flood?",
                   m->seq, m->seq - c->next_seq, rc->nunexpected);
@@ -81,15 +95,30 @@ void srd_proto_on_trunc(struct srd_comm *c, const struct srd_msg_trunc *m) {
 
 /* The immediate data is the writer's claim: it must name a receive whose
  * clear-to-send went out, keep the stripe count of its first write, and never
- * add up to more than the buffer posted. Anything else fails this comm only. */
-void srd_proto_on_write(struct srd_comm *c, struct srd_imm imm, size_t len) {
+ * add up to more than the buffer posted. Anything else fails this comm only.
+ * Where the rail carries the stripe index (stripe >= 0), each stripe counts
+ * once: after a rail failed, the sender re-sends what the dead rail carried,
+ * and the original may land too (late, or beside its copy). Such a second
+ * copy, or a write for a receive that completed, is dropped then. */
+void srd_proto_on_write(struct srd_comm *c, struct srd_imm imm, size_t len, int stripe) {
   struct srd_req *r = c->reqs[imm.slot & ((1u << SRD_SLOT_BITS) - 1)];
   if (!r || r->slot_tag != imm.slot || r->kind != SRD_REQ_RECV || r->done || !r->cts_sent ||
       imm.entry >= (uint32_t)r->n || r->e[imm.entry].complete) {
+    if (c->failover_seen && stripe >= 0) {
+      c->traffic.dropped++;
+      SRD_INFO(NCCL_NET, "recv comm %#x: late write (slot %#x entry %u stripe %d) after a rail failover dropped",
+               c->id, imm.slot, imm.entry, stripe);
+      return;
+    }
     srd_comm_fail(c, SRD_ERR_REMOTE, "write for slot %#x entry %u matches no open receive", imm.slot, imm.entry);
     return;
   }
   struct srd_recv_entry *e = &r->e[imm.entry];
+  if (stripe >= (int)imm.nstripes) {
+    srd_comm_fail(c, SRD_ERR_REMOTE, "write for slot %#x entry %u names stripe %d of %u", imm.slot, imm.entry,
+                  stripe, imm.nstripes);
+    return;
+  }
   if (e->stripes_seen && e->stripes_total != imm.nstripes) {
     srd_comm_fail(c, SRD_ERR_REMOTE, "write for slot %#x entry %u claims %u stripes, earlier ones %u", imm.slot,
                   imm.entry, imm.nstripes, e->stripes_total);
@@ -100,8 +129,13 @@ void srd_proto_on_write(struct srd_comm *c, struct srd_imm imm, size_t len) {
                   imm.entry, e->cap);
     return;
   }
+  if (stripe >= 0 && e->stripe_mask >> stripe & 1) {
+    c->traffic.dropped++; /* the second copy of a re-sent stripe: its bytes are the first's */
+    return;
+  }
   e->stripes_total = imm.nstripes;
   e->got += len;
+  if (stripe >= 0) e->stripe_mask |= 1u << stripe;
   c->traffic.writes++;
   if (++e->stripes_seen == e->stripes_total) {
     c->traffic.rendezvous++;
@@ -145,6 +179,16 @@ static size_t encode_cts(void *buf, size_t cap, const void *arg) {
     for (int l = 0; l < dev->nrails; l++) keys[i * dev->nrails + l] = dev->rail_ops->mr_key(mrs->mr[l]);
   }
   return srd_msg_encode_cts(buf, cap, c->peer_id, &m, keys);
+}
+
+void srd_proto_repost_cts(struct srd_comm *c) {
+  for (int i = 0; i < SRD_REQS_PER_COMM; i++) {
+    struct srd_req *r = c->reqs[i];
+    if (!r || r->kind != SRD_REQ_RECV || r->done || !r->cts_sent || r->on_pending) continue;
+    bool answered = false;
+    for (int k = 0; k < r->n; k++) answered |= r->e[k].stripes_seen > 0 || r->e[k].complete;
+    if (!answered) srd_proto_post_cts(r);
+  }
 }
 
 static int post_cts(struct srd_req *r) {

@@ -46,6 +46,7 @@ struct srd_req *srd_req_get(struct srd_comm *c, enum srd_req_kind kind) {
   r->outstanding = 0;
   r->n = r->entries_done = 0;
   r->nstripes = r->posted = r->completed = 0;
+  r->stripes_done = r->resend = 0;
   r->next_pending = NULL;
   c->reqs[i] = r;
   c->reqs_in_flight++;

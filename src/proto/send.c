@@ -1,4 +1,5 @@
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <rdma/fi_errno.h>
@@ -70,6 +71,11 @@ static int claim_entry(struct srd_cts_rec *rec, int tag) {
 }
 
 void srd_proto_on_cts(struct srd_comm *c, const struct srd_msg_cts *m) {
+  /* A clear-to-send posted again after a rail failed (its first copy may sit
+   * on the dead link) is one we may have already. */
+  struct srd_send_comm *sc = srd_send_comm(c);
+  for (int i = 0; i < SRD_CTS_RECORDS; i++)
+    if (sc->cts[i] && sc->cts[i]->seq == m->seq) return;
   if (m->nkeys != c->remote_rails) {
     srd_comm_fail(c, SRD_ERR_REMOTE, "clear-to-send carries %d keys for %d peer rails", m->nkeys, c->remote_rails);
     return;
@@ -92,63 +98,171 @@ void srd_proto_on_cts(struct srd_comm *c, const struct srd_msg_cts *m) {
   if (seq_before(m->seq, c->next_seq)) s->cur = rec;
 }
 
+static void resend_unlink(struct srd_dev *dev, struct srd_resend *x) {
+  if (x->prev) x->prev->next = x->next;
+  else dev->resends = x->next;
+  if (x->next) x->next->prev = x->prev;
+}
+
+void srd_dev_free_resends(struct srd_dev *dev) {
+  while (dev->resends) {
+    struct srd_resend *x = dev->resends;
+    resend_unlink(dev, x);
+    free(x);
+  }
+}
+
 static void stripe_done(struct srd_op *op, int err, const char *errstr) {
   struct srd_req *r = op->owner;
   struct srd_comm *c = r->comm;
+  bool copy = !(op >= &r->ops[0].op && op < &r->ops[SRD_MAX_STRIPES].op);
+  int i = copy ? ((struct srd_resend *)op)->stripe : (int)((struct srd_rail_write *)op - r->ops);
+  int l = (int)(intptr_t)op->aux;
+  if (copy) {
+    resend_unlink(c->dev, (struct srd_resend *)op);
+    free(op);
+  }
   c->ops_in_flight--;
-  if (err) {
+  if (r->stripes_done >> i & 1) {
+    /* The other copy of this stripe completed first. */
+  } else if (err && c->dev->failover && !c->result && !r->done) {
+    char why[160];
+    snprintf(why, sizeof(why), "RDMA write failed: %s", errstr ? errstr : fi_strerror(-err));
+    srd_comm_rail_failed(c, l, why); /* re-sends what l carried, this stripe too */
+    if (!c->result && !(r->resend >> i & 1) && r->stripes[i].path / c->dev->neps == l) {
+      r->resend |= 1u << i;
+      srd_pending_add(r);
+    }
+  } else if (err) {
     srd_comm_fail(c, SRD_ERR_REMOTE, "RDMA write failed: %s", errstr ? errstr : fi_strerror(-err));
     srd_req_finish(r, SRD_ERR_REMOTE);
-  } else if (++r->completed == r->nstripes) {
-    srd_req_finish(r, 0);
+  } else {
+    r->stripes_done |= 1u << i;
+    r->resend &= ~(1u << i);
+    if (++r->completed == r->nstripes) srd_req_finish(r, 0);
   }
   srd_req_op_done(r);
 }
 
-/* Post what the provider accepts; the rest waits on the pending list. With
- * progress threads each stripe goes to its lane's queue instead: the lane
- * posts it, so the provider's copy into the socket runs there. */
+/* Post stripe i of r on path into w; the provider's answer (0, -FI_EAGAIN,
+ * another error). With progress threads the write goes to its lane's queue
+ * instead: the lane posts it, so the provider's copy into the socket runs
+ * there. */
+static int post_write(struct srd_req *r, int i, int path, struct srd_rail_write *w, bool *queued) {
+  struct srd_comm *c = r->comm;
+  struct srd_dev *dev = c->dev;
+  const struct srd_stripe *s = &r->stripes[i];
+  int l = path / dev->neps;
+  struct srd_rail *rail = &dev->rails[l];
+  struct srd_rail_mrs *mrs = srd_mr_entry(r->mr, SRD_MR_SEND)->handle;
+  struct srd_imm imm = {c->peer_id & (SRD_MAX_COMMS - 1), r->remote_slot, (uint32_t)r->nstripes,
+                        (uint32_t)r->remote_entry};
+  w->op.done = stripe_done;
+  w->op.owner = r;
+  w->op.aux = (void *)(intptr_t)l;
+  w->ep = path % dev->neps;
+  w->src = r->buf + s->offset;
+  w->len = s->len;
+  w->desc = dev->rail_ops->mr_desc(mrs->mr[l]);
+  w->imm = srd_imm_pack(imm);
+  w->stripe = (unsigned)i;
+  w->dest = c->peer[path];
+  w->raddr = r->raddr + s->offset;
+  w->key = r->rkey[l];
+  if (dev->threaded) {
+    dev->rail_ops->queue_write(rail, w);
+    *queued = true;
+    return 0;
+  }
+  return dev->rail_ops->write(rail, w->ep, w->src, w->len, w->desc, w->imm, w->stripe, w->dest, w->raddr, w->key,
+                              &w->op);
+}
+
+static int write_refused(struct srd_req *r, int path, int rc) {
+  struct srd_comm *c = r->comm;
+  srd_comm_fail(c, SRD_ERR_SYSTEM, "fi_writedata on rail %s failed: %s", c->dev->rails[path / c->dev->neps].name,
+                fi_strerror(-rc));
+  srd_req_finish(r, SRD_ERR_SYSTEM);
+  return c->result;
+}
+
+/* The stripes marked for a re-send, each on the next usable path. */
+static int post_resends(struct srd_req *r, bool *queued) {
+  struct srd_comm *c = r->comm;
+  while (r->resend) {
+    int i = __builtin_ctz(r->resend);
+    if (r->stripes_done >> i & 1) {
+      r->resend &= ~(1u << i);
+      continue;
+    }
+    int path = srd_sched_pick(c->dev->npaths, srd_comm_usable_paths(c), c->sched_cursor);
+    if (path < 0) {
+      srd_comm_fail_no_rail(c);
+      srd_req_finish(r, c->result);
+      return c->result;
+    }
+    struct srd_resend *x = calloc(1, sizeof(*x));
+    if (!x) return SRD_AGAIN; /* tried again at the next progress */
+    x->stripe = i;
+    int rc = post_write(r, i, path, &x->w, queued);
+    if (rc) {
+      free(x);
+      return rc == -FI_EAGAIN ? SRD_AGAIN : write_refused(r, path, rc);
+    }
+    x->next = c->dev->resends;
+    if (x->next) x->next->prev = x;
+    c->dev->resends = x;
+    c->sched_cursor++;
+    r->stripes[i].path = path;
+    r->resend &= ~(1u << i);
+    r->outstanding++;
+    c->ops_in_flight++;
+    c->traffic.resent++;
+  }
+  return SRD_OK;
+}
+
+/* Post what the provider accepts; the rest waits on the pending list. */
 static int post_stripes(struct srd_req *r) {
   struct srd_comm *c = r->comm;
   struct srd_dev *dev = c->dev;
   bool queued = false;
-  while (r->posted < r->nstripes) {
-    const struct srd_stripe *s = &r->stripes[r->posted];
-    int l = s->path / dev->neps;
-    struct srd_rail *rail = &dev->rails[l];
-    struct srd_rail_write *w = &r->ops[r->posted];
-    struct srd_rail_mrs *mrs = srd_mr_entry(r->mr, SRD_MR_SEND)->handle;
-    struct srd_imm imm = {c->peer_id & (SRD_MAX_COMMS - 1), r->remote_slot, (uint32_t)r->nstripes,
-                          (uint32_t)r->remote_entry};
-    w->op.done = stripe_done;
-    w->op.owner = r;
-    w->ep = s->path % dev->neps;
-    w->src = r->buf + s->offset;
-    w->len = s->len;
-    w->desc = dev->rail_ops->mr_desc(mrs->mr[l]);
-    w->imm = srd_imm_pack(imm);
-    w->dest = c->peer[s->path];
-    w->raddr = r->raddr + s->offset;
-    w->key = r->rkey[l];
-    int rc = 0;
-    if (dev->threaded) {
-      dev->rail_ops->queue_write(rail, w);
-      queued = true;
-    } else {
-      rc = dev->rail_ops->write(rail, w->ep, w->src, w->len, w->desc, w->imm, w->dest, w->raddr, w->key, &w->op);
+  int rc = r->resend && !r->done ? post_resends(r, &queued) : SRD_OK;
+  while (rc == SRD_OK && r->posted < r->nstripes && !r->done) {
+    int i = r->posted, path = r->stripes[i].path;
+    /* Its rail failed since the split: the next usable path instead. */
+    if (dev->failover && !(srd_comm_usable_paths(c) >> path & 1)) {
+      path = srd_sched_pick(dev->npaths, srd_comm_usable_paths(c), c->sched_cursor++);
+      if (path < 0) break; /* the comm failed: post_resends reports it */
+      r->stripes[i].path = path;
     }
-    if (rc == -FI_EAGAIN) return SRD_AGAIN;
-    if (rc) {
-      srd_comm_fail(c, SRD_ERR_SYSTEM, "fi_writedata on rail %s failed: %s", rail->name, fi_strerror(-rc));
-      srd_req_finish(r, SRD_ERR_SYSTEM);
-      return c->result;
+    rc = post_write(r, i, path, &r->ops[i], &queued);
+    if (rc == -FI_EAGAIN) rc = SRD_AGAIN;
+    else if (rc) rc = write_refused(r, path, rc);
+    else {
+      r->posted++;
+      r->outstanding++;
+      c->ops_in_flight++;
     }
-    r->posted++;
-    r->outstanding++;
-    c->ops_in_flight++;
   }
   if (queued) srd_dev_kick(dev);
-  return SRD_OK;
+  return rc;
+}
+
+bool srd_proto_resend_stripes(struct srd_comm *c, int l) {
+  bool moved = false;
+  for (int k = 0; k < SRD_REQS_PER_COMM; k++) {
+    struct srd_req *r = c->reqs[k];
+    if (!r || r->kind != SRD_REQ_SEND || r->done || !r->nstripes) continue;
+    uint32_t mark = 0;
+    for (int i = 0; i < r->posted; i++)
+      if (!(r->stripes_done >> i & 1) && r->stripes[i].path / c->dev->neps == l) mark |= 1u << i;
+    if (!mark) continue;
+    moved = true;
+    r->resend |= mark;
+    if (post_stripes(r) == SRD_AGAIN) srd_pending_add(r);
+  }
+  return moved;
 }
 
 void srd_proto_post_pending(struct srd_dev *dev) {
@@ -285,7 +399,8 @@ int srd_proto_isend(struct srd_comm *c, const void *data, size_t size, int tag, 
     r->mr = mr;
     r->raddr = rec->e[j].addr;
     for (int l = 0; l < dev->nrails; l++) r->rkey[l] = rec->keys[j * c->remote_rails + l % c->remote_rails];
-    r->nstripes = srd_sched_split(&dev->sched, size, &c->sched_cursor, r->stripes, SRD_MAX_STRIPES);
+    r->nstripes = srd_sched_split_over(&dev->sched, size, dev->failover ? srd_comm_usable_paths(c) : 0,
+                                       &c->sched_cursor, r->stripes, SRD_MAX_STRIPES);
     if (r->nstripes < 0) {
       srd_req_release(r);
       srd_comm_fail(c, SRD_ERR_ARG, "message of %zu bytes needs more than %d writes", size, SRD_MAX_STRIPES);

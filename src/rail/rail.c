@@ -33,10 +33,9 @@
 #define FLUSH_READ_BYTES 4
 
 size_t srd_rail_write_limit(const struct fi_info *info) {
-  /* One write of at most 1 GiB: larger ones are striped anyway, and the
-   * completion's 32-bit length fields stay exact. */
-  size_t one_gib = (size_t)1 << 30;
-  return info->ep_attr->max_msg_size < one_gib ? info->ep_attr->max_msg_size : one_gib;
+  /* One write of at most 64 MiB: larger ones are striped anyway, and the
+   * length fits its 27 bits of CQ data beside the stripe index. */
+  return info->ep_attr->max_msg_size < SRD_RAIL_MAX_WRITE ? info->ep_attr->max_msg_size : SRD_RAIL_MAX_WRITE;
 }
 
 static size_t buf_stride(const struct srd_rail *rail) {
@@ -299,9 +298,16 @@ int srd_rail_send(struct srd_rail *rail, int ep, struct srd_rail_buf *buf, size_
 }
 
 int srd_rail_write(struct srd_rail *rail, int ep, const void *src, size_t len, void *desc, uint32_t imm,
-                   fi_addr_t dest, uint64_t raddr, uint64_t key, struct srd_op *op) {
-  uint64_t data = rail->len_in_data ? (uint64_t)len << 32 | imm : imm;
-  return (int)fi_writedata(rail->ep[ep], src, len, desc, data, dest, raddr, key, &op->fi_ctx);
+                   unsigned stripe, fi_addr_t dest, uint64_t raddr, uint64_t key, struct srd_op *op) {
+  uint64_t hi = (uint64_t)len | (uint64_t)(stripe & 31u) << SRD_RAIL_LEN_BITS;
+  uint64_t data = rail->len_in_data ? hi << 32 | imm : imm;
+  if (!rail->delivery_complete)
+    return (int)fi_writedata(rail->ep[ep], src, len, desc, data, dest, raddr, key, &op->fi_ctx);
+  struct iovec iov = {(void *)src, len};
+  struct fi_rma_iov rma = {raddr, len, key};
+  struct fi_msg_rma msg = {.msg_iov = &iov, .desc = &desc, .iov_count = 1, .addr = dest, .rma_iov = &rma,
+                           .rma_iov_count = 1, .context = &op->fi_ctx, .data = data};
+  return (int)fi_writemsg(rail->ep[ep], &msg, FI_REMOTE_CQ_DATA | FI_COMPLETION | FI_DELIVERY_COMPLETE);
 }
 
 int srd_rail_flush_read(struct srd_rail *rail, uint64_t raddr, uint64_t key, struct srd_op *op) {
@@ -333,7 +339,7 @@ int srd_rail_post_queued(struct srd_rail *rail, struct srd_rail_write **failed, 
     pthread_mutex_unlock(&rail->post_lock);
     if (!w) break;
     cq_lock(rail);
-    int rc = srd_rail_write(rail, w->ep, w->src, w->len, w->desc, w->imm, w->dest, w->raddr, w->key, &w->op);
+    int rc = srd_rail_write(rail, w->ep, w->src, w->len, w->desc, w->imm, w->stripe, w->dest, w->raddr, w->key, &w->op);
     cq_unlock(rail);
     if (rc == -FI_EAGAIN) {
       *more = true;
@@ -382,7 +388,12 @@ static int is_recv_buf(const struct srd_rail *rail, const void *ctx) {
 
 static void dispatch(struct srd_rail *rail, const struct fi_cq_data_entry *e, fi_addr_t src) {
   if (e->flags & FI_REMOTE_CQ_DATA && (e->flags & FI_RMA || !e->op_context)) {
-    rail->h.on_remote_write(rail->h.arg, rail, (uint32_t)e->data, rail->len_in_data ? e->data >> 32 : e->len, src);
+    uint32_t hi = (uint32_t)(e->data >> 32);
+    if (rail->len_in_data)
+      rail->h.on_remote_write(rail->h.arg, rail, (uint32_t)e->data, hi & ((1u << SRD_RAIL_LEN_BITS) - 1),
+                              (int)(hi >> SRD_RAIL_LEN_BITS), src);
+    else
+      rail->h.on_remote_write(rail->h.arg, rail, (uint32_t)e->data, e->len, SRD_RAIL_NO_STRIPE, src);
     return;
   }
   if (!e->op_context) return;
@@ -501,13 +512,4 @@ int srd_rail_poll(struct srd_rail *rail, int max) {
   return total;
 }
 
-int srd_rail_link_down(const struct srd_rail *rail) {
-  char path[128], state[32] = "";
-  snprintf(path, sizeof(path), "/sys/class/net/%s/operstate", rail->name);
-  FILE *f = fopen(path, "r");
-  if (!f) return 0;
-  if (!fgets(state, sizeof(state), f)) state[0] = 0;
-  fclose(f);
-  /* "unknown" is what loopback and some virtual links report while working. */
-  return strncmp(state, "up", 2) && strncmp(state, "unknown", 7) && state[0];
-}
+int srd_rail_link_down(const struct srd_rail *rail) { return srd_nic_link_down(rail->name) == 1; }

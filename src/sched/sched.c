@@ -2,9 +2,24 @@
 
 static size_t div_up(size_t a, size_t b) { return a / b + (a % b != 0); }
 
+int srd_sched_pick(int npaths, uint64_t usable, unsigned cursor) {
+  int n = 0, paths[64];
+  for (int i = 0; i < npaths && i < 64; i++)
+    if (usable >> i & 1) paths[n++] = i;
+  return n ? paths[cursor % (unsigned)n] : -1;
+}
+
 int srd_sched_split(const struct srd_sched_params *p, size_t size, unsigned *cursor, struct srd_stripe *out,
                     int max_out) {
-  int npaths = p->npaths > 0 ? p->npaths : 1;
+  return srd_sched_split_over(p, size, 0, cursor, out, max_out);
+}
+
+int srd_sched_split_over(const struct srd_sched_params *p, size_t size, uint64_t usable, unsigned *cursor,
+                         struct srd_stripe *out, int max_out) {
+  int all = p->npaths > 0 ? p->npaths : 1, npaths = 0, paths[64];
+  for (int i = 0; i < all && i < 64; i++)
+    if (!usable || usable >> i & 1) paths[npaths++] = i;
+  if (!npaths) return -1;
   size_t max_write = p->max_write ? p->max_write : size;
   size_t min_stripe = p->min_stripe < SRD_STRIPE_ALIGN ? SRD_STRIPE_ALIGN : p->min_stripe;
   size_t want = 1;
@@ -28,7 +43,7 @@ int srd_sched_split(const struct srd_sched_params *p, size_t size, unsigned *cur
   do {
     if (n == max_out) return -1;
     size_t len = size - off < stripe ? size - off : stripe;
-    out[n].path = (int)((start + (unsigned)n) % (unsigned)npaths);
+    out[n].path = paths[(start + (unsigned)n) % (unsigned)npaths];
     out[n].offset = off;
     out[n].len = len;
     off += len;

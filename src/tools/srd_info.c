@@ -19,6 +19,13 @@ static const char usage[] =
 
 static const char *yes_no(int v) { return v < 0 ? "unknown" : v ? "yes" : "no"; }
 
+/* A rail whose link is down takes no stripes (rail failover); "n/a" for NICs
+ * that are no kernel interface. */
+static const char *link_text(const char *name) {
+  int down = srd_nic_link_down(name);
+  return down < 0 ? "n/a" : down ? "down" : "up";
+}
+
 static void mr_mode_text(uint64_t mode, char *buf, size_t len) {
   static const struct {
     uint64_t bit;
@@ -102,8 +109,9 @@ static void print_text(const struct info_report *r) {
     printf("\nNICs (%d)\n", r->nics.n);
     for (int i = 0; i < r->nics.n; i++) {
       const struct srd_nic *n = &r->nics.nics[i];
-      printf("  %-2d %-16s pci %-14s numa %-3d %6d Mbps  %s\n", i, n->name, n->pci_bus_id[0] ? n->pci_bus_id : "none",
-             n->numa, n->speed_mbps, n->pci_path[0] ? n->pci_path : "");
+      printf("  %-2d %-16s pci %-14s numa %-3d %6d Mbps  link %-4s %s\n", i, n->name,
+             n->pci_bus_id[0] ? n->pci_bus_id : "none", n->numa, n->speed_mbps, link_text(n->name),
+             n->pci_path[0] ? n->pci_path : "");
     }
   }
   if (r->grouped) {
@@ -190,6 +198,7 @@ static int print_json(const struct info_report *r) {
     json_string(&w, "pci_path", n->pci_path[0] ? n->pci_path : NULL);
     json_int(&w, "numa", n->numa);
     json_int(&w, "speed_mbps", n->speed_mbps);
+    json_string(&w, "link", link_text(n->name));
     json_end_object(&w);
   }
   json_end_array(&w);

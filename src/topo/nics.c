@@ -1,4 +1,5 @@
 #include <ctype.h>
+#include <stdbool.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -167,4 +168,27 @@ void srd_topo_free(struct srd_nic_list *list) {
   free(list->nics);
   list->nics = NULL;
   list->n = 0;
+}
+
+/* The first line of /sys/class/net/<name>/<attr>; false when unreadable. */
+static bool read_net_attr(const char *name, const char *attr, char *out, int len) {
+  char path[128];
+  snprintf(path, sizeof(path), "/sys/class/net/%s/%s", name, attr);
+  out[0] = 0;
+  FILE *f = fopen(path, "r");
+  if (!f) return false;
+  if (!fgets(out, len, f)) out[0] = 0;
+  fclose(f);
+  return true;
+}
+
+int srd_nic_link_down(const char *ifname) {
+  char state[32], carrier[8];
+  if (!read_net_attr(ifname, "operstate", state, sizeof(state))) return -1;
+  /* "unknown" is what loopback and some virtual links report while working. */
+  if (strncmp(state, "up", 2) && strncmp(state, "unknown", 7) && state[0]) return 1;
+  /* The kernel updates operstate up to a second after the carrier changes
+   * (linkwatch); carrier itself is current (unreadable while admin-down). */
+  read_net_attr(ifname, "carrier", carrier, sizeof(carrier));
+  return carrier[0] == '0';
 }

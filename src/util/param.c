@@ -30,6 +30,11 @@ static const struct srd_param_desc table[SRD_PARAM_COUNT] = {
                                 "silence after which a comm with requests in flight probes its peer"},
     [SRD_PARAM_CLOSE_TIMEOUT_MS] = {"NCCL_SRD_CLOSE_TIMEOUT_MS", 0, 5000, 0, 600000,
                                     "how long close waits for operations already handed to the NIC"},
+    [SRD_PARAM_FAILOVER] = {"NCCL_SRD_FAILOVER", 0, 1, 0, 1,
+                            "1: a failed rail's stripes move to the others and only the last rail's loss fails comms; "
+                            "0: any failed rail fails every comm of its device"},
+    [SRD_PARAM_RAIL_HOLDDOWN_MS] = {"NCCL_SRD_RAIL_HOLDDOWN_MS", 0, 1000, 0, 600000,
+                                    "how long a failed rail's link must be up again before a probe lets it rejoin"},
     [SRD_PARAM_TEST_REORDER] = {"NCCL_SRD_TEST_REORDER", 0, 0, 0, 1,
                                 "test mode: delay and shuffle completions to prove order independence"},
     [SRD_PARAM_TOPO_FILE] = {"NCCL_SRD_TOPO_FILE", 1, 0, 0, 0,

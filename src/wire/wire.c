@@ -172,6 +172,15 @@ size_t srd_msg_encode_bye(void *buf, size_t cap, uint32_t dst_comm, uint32_t nex
   return written(&c, buf);
 }
 
+size_t srd_msg_encode_rail(void *buf, size_t cap, uint32_t dst_comm, const struct srd_msg_rail *m) {
+  struct cur c = writer(buf, cap);
+  put_header(&c, SRD_MSG_RAIL, dst_comm);
+  put(&c, m->rail, 1);
+  put(&c, m->up, 1);
+  put(&c, m->stale, 1);
+  return written(&c, buf);
+}
+
 uint64_t srd_cts_key(const struct srd_msg_cts *cts, int entry, int rail) {
   /* Each entry record: addr (8), len (8), tag (4), then nkeys keys (8 each). */
   const uint8_t *p = cts->keys + (size_t)entry * (20 + (size_t)cts->nkeys * 8) + 20 + (size_t)rail * 8;
@@ -253,6 +262,15 @@ int srd_msg_decode(const void *buf, size_t len, struct srd_msg *m, const char **
   case SRD_MSG_BYE:
     m->u.bye.next_seq = (uint32_t)get(&c, 4);
     if (c.bad) return *why = "truncated close notice", -1;
+    break;
+  case SRD_MSG_RAIL:
+    m->u.rail.rail = (uint8_t)get(&c, 1);
+    m->u.rail.up = (uint8_t)get(&c, 1);
+    m->u.rail.stale = (uint8_t)get(&c, 1);
+    if (c.bad) return *why = "truncated rail notice", -1;
+    if (m->u.rail.rail >= SRD_MAX_PATHS || m->u.rail.up > 1 ||
+        m->u.rail.stale > !m->u.rail.up)
+      return *why = "bad rail notice", -1;
     break;
   default:
     return *why = "unknown message type", -1;

@@ -40,6 +40,7 @@ struct Write {
   const void *src;
   size_t len;
   uint32_t imm;
+  int stripe;
   fi_addr_t dest;
   uint64_t raddr;
 };
@@ -83,10 +84,10 @@ int send(srd_rail *rail, int, srd_rail_buf *b, size_t len, fi_addr_t dest) {
   g.sends.push_back({rail, b, len, dest});
   return 0;
 }
-int write(srd_rail *rail, int, const void *src, size_t len, void *, uint32_t imm, fi_addr_t dest, uint64_t raddr,
-          uint64_t, srd_op *op) {
+int write(srd_rail *rail, int, const void *src, size_t len, void *, uint32_t imm, unsigned stripe, fi_addr_t dest,
+          uint64_t raddr, uint64_t, srd_op *op) {
   if (g.provider_full) return -FI_EAGAIN;
-  g.writes.push_back({rail, op, src, len, imm, dest, raddr});
+  g.writes.push_back({rail, op, src, len, imm, static_cast<int>(stripe), dest, raddr});
   return 0;
 }
 void queue_write(srd_rail *, struct srd_rail_write *) { ADD_FAILURE() << "no lanes in these tests"; }
@@ -218,7 +219,7 @@ class Proto : public ::testing::Test {
     const Write &w = g.writes.at(i);
     memcpy(reinterpret_cast<void *>(w.raddr), w.src, w.len);
     srd_dev *d = dest_dev(w.dest);
-    srd_dispatch_handlers.on_remote_write(d, &d->rails[0], w.imm, w.len, src_of(d));
+    srd_dispatch_handlers.on_remote_write(d, &d->rails[0], w.imm, w.len, w.stripe, src_of(d));
   }
   void complete_write(size_t i, int err = 0) {
     Write w = g.writes.at(i);
@@ -466,11 +467,65 @@ TEST_F(Proto, LateWriteCannotCompleteTheSlotsNextReceive) {
   srd_req *rr2 = irecv(1, &in2, regs2, nullptr);
   ASSERT_EQ(slot, rr2->slot) << "the freed slot is reused";
   // The old write's completion shows up again (a duplicate from the provider).
-  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], late.imm, late.len, kFromA);
+  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], late.imm, late.len, SRD_RAIL_NO_STRIPE, kFromA);
   EXPECT_FALSE(rr2->done) << "an old write completed the slot's next receive";
   EXPECT_NE(0, r->result);
   srd_req_release(sr);
   srd_req_release(rr2);
+}
+
+// Rail failover re-sends the stripes a dead rail carried with the same
+// immediate data and stripe index; the original may land too. Each stripe
+// counts once: the receive completes only when every stripe landed.
+TEST_F(Proto, ResentStripeCountsOnce) {
+  std::vector<char> out = pattern(16384, 21), in(16384);
+  Reg ro(out), ri(in);
+  Reg *regs[] = {&ri};
+  srd_req *rr = irecv(1, &in, regs, nullptr);
+  deliver_and_complete_sends();
+  srd_req *sr = isend(out, ro, out.size(), 0);
+  ASSERT_EQ(4u, g.writes.size());
+  for (size_t i = 0; i < 4; i++) EXPECT_EQ(static_cast<int>(i), g.writes[i].stripe);
+  deliver_write(0);
+  deliver_write(0); // the re-sent copy of stripe 0
+  deliver_write(1);
+  deliver_write(2);
+  EXPECT_FALSE(rr->done) << "a second copy of a stripe stood in for a missing one";
+  EXPECT_EQ(0, r->result) << "a second copy of a stripe is harmless";
+  deliver_write(1); // late original after its copy
+  deliver_write(3);
+  ASSERT_TRUE(rr->done);
+  EXPECT_EQ(0, rr->result);
+  EXPECT_EQ(16384u, rr->e[0].got) << "bytes counted once per stripe";
+  EXPECT_EQ(0, memcmp(out.data(), in.data(), in.size()));
+  EXPECT_EQ(0, r->result);
+  while (!g.writes.empty()) complete_write(0);
+  EXPECT_TRUE(sr->done);
+  srd_req_release(sr);
+  srd_req_release(rr);
+}
+
+// After a rail failed, a write for a receive that already completed is an
+// original that sat on the dead link: dropped, the comm lives on. Without a
+// failover the same write still fails the comm (LateWriteCannotComplete...).
+TEST_F(Proto, LateOriginalAfterFailoverIsDropped) {
+  std::vector<char> out = pattern(4096, 23), in(4096);
+  Reg ro(out), ri(in);
+  Reg *regs[] = {&ri};
+  srd_req *rr = irecv(1, &in, regs, nullptr);
+  deliver_and_complete_sends();
+  srd_req *sr = isend(out, ro, out.size(), 0);
+  ASSERT_EQ(1u, g.writes.size());
+  Write late = g.writes.front();
+  deliver_write(0);
+  complete_write(0);
+  ASSERT_TRUE(rr->done);
+  r->failover_seen = true;
+  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], late.imm, late.len, late.stripe, kFromA);
+  EXPECT_EQ(0, r->result);
+  EXPECT_EQ(1u, r->traffic.dropped);
+  srd_req_release(sr);
+  srd_req_release(rr);
 }
 
 TEST_F(Proto, ReorderedCompletions) {
@@ -596,7 +651,7 @@ TEST_F(Proto, StripeCountIsFixedByTheFirstWrite) {
   ASSERT_EQ(4u, g.writes.size());
   deliver_write(0);
   Write w = g.writes.at(1);
-  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], forged(w, 2), w.len, kFromA);
+  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], forged(w, 2), w.len, SRD_RAIL_NO_STRIPE, kFromA);
   EXPECT_NE(0, r->result) << "a second stripe count for one entry fails the comm";
   EXPECT_FALSE(rr->done && rr->result == 0) << "the receive never completes with a forged count";
   EXPECT_EQ(0, s->result) << "only the receiving comm fails";
@@ -615,7 +670,7 @@ TEST_F(Proto, WritesNeverAddUpToMoreThanThePostedBuffer) {
   ASSERT_EQ(1u, g.writes.size());
   Write w = g.writes.at(0);
   // tcp reports the length the writer claims: a claim past the buffer.
-  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], w.imm, w.len + 1, kFromA);
+  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], w.imm, w.len + 1, SRD_RAIL_NO_STRIPE, kFromA);
   EXPECT_NE(0, r->result);
   EXPECT_FALSE(rr->done && rr->result == 0) << "a receive never reports more than it posted";
   complete_write(0);
@@ -631,7 +686,7 @@ TEST_F(Proto, WriteBeforeTheClearToSendIsRefused) {
   srd_req *rr = irecv(1, &in, regs, nullptr);
   ASSERT_TRUE(rr->on_pending);
   srd_imm v = {r->id & (SRD_MAX_COMMS - 1), rr->slot_tag, 1, 0};
-  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], srd_imm_pack(v), 16, kFromA);
+  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], srd_imm_pack(v), 16, SRD_RAIL_NO_STRIPE, kFromA);
   EXPECT_FALSE(rr->done) << "a slot whose clear-to-send never went out took a write";
   EXPECT_NE(0, r->result);
   g.no_buffers = false;
@@ -642,9 +697,9 @@ TEST_F(Proto, WriteNamingASendCommOrAConnectingCommIsDropped) {
   srd_comm *connecting = srd_comm_alloc(&b, false);
   ASSERT_TRUE(connecting);
   srd_imm to_send = {s->id & (SRD_MAX_COMMS - 1), 0, 1, 0};
-  srd_dispatch_handlers.on_remote_write(&a, &a.rails[0], srd_imm_pack(to_send), 16, kFromB);
+  srd_dispatch_handlers.on_remote_write(&a, &a.rails[0], srd_imm_pack(to_send), 16, SRD_RAIL_NO_STRIPE, kFromB);
   srd_imm to_connecting = {connecting->id & (SRD_MAX_COMMS - 1), 0, 1, 0};
-  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], srd_imm_pack(to_connecting), 16, kFromA);
+  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], srd_imm_pack(to_connecting), 16, SRD_RAIL_NO_STRIPE, kFromA);
   EXPECT_EQ(0, s->result);
   EXPECT_EQ(0, connecting->result);
   EXPECT_EQ(0, r->result);

@@ -512,7 +512,28 @@ TEST(Msg, TruncPingByeRoundTrip) {
   EXPECT_EQ(3u, m.dst_comm);
   EXPECT_EQ(123456789u, m.u.bye.next_seq);
 
+  std::vector<uint8_t> rail(64);
+  struct srd_msg_rail down = {31, 0, 1};
+  rail.resize(srd_msg_encode_rail(rail.data(), rail.size(), 7, &down));
+  ASSERT_EQ(kHeader + 3, rail.size());
+  ASSERT_EQ(0, decode(rail, rail.size(), &m, &why)) << (why ? why : "");
+  EXPECT_EQ(SRD_MSG_RAIL, m.type);
+  EXPECT_EQ(31, m.u.rail.rail);
+  EXPECT_EQ(0, m.u.rail.up);
+  EXPECT_EQ(1, m.u.rail.stale);
+  std::vector<uint8_t> bad_rail = rail;
+  bad_rail[kHeader] = SRD_MAX_PATHS;
+  expect_rejected(bad_rail, bad_rail.size(), "rail index out of range");
+  bad_rail = rail;
+  bad_rail[kHeader + 1] = 2;
+  expect_rejected(bad_rail, bad_rail.size(), "up neither 0 nor 1");
+  bad_rail = rail;
+  bad_rail[kHeader + 1] = 1;
+  expect_rejected(bad_rail, bad_rail.size(), "stale writes on a rail that is up");
+  expect_rejected(rail, rail.size() - 1, "truncated rail notice");
+
   std::vector<uint8_t> buf(64);
+  EXPECT_EQ(0u, srd_msg_encode_rail(buf.data(), kHeader + 2, 0, &down));
   EXPECT_EQ(0u, srd_msg_encode_trunc(buf.data(), kHeader + 11, 0, 0, 0));
   EXPECT_EQ(0u, srd_msg_encode_ping(buf.data(), kHeader - 1, 0));
   EXPECT_EQ(0u, srd_msg_encode_bye(buf.data(), kHeader + 3, 0, 0));
@@ -531,7 +552,7 @@ TEST(Msg, BadHeaderIsRejected) {
     expect_rejected(bad, bad.size(), "bad version");
   }
   std::vector<uint8_t> ping = encode_ping(1);
-  for (int type : {0, SRD_MSG_BYE + 1, 64, 255}) {
+  for (int type : {0, SRD_MSG_RAIL + 1, 64, 255}) {
     std::vector<uint8_t> bad = ping;
     bad[3] = static_cast<uint8_t>(type);
     expect_rejected(bad, bad.size(), "unknown type");
@@ -630,6 +651,12 @@ void expect_canonical(const std::vector<uint8_t> &bytes, size_t len, const struc
   case SRD_MSG_BYE:
     n = srd_msg_encode_bye(again.data(), again.size(), m.dst_comm, m.u.bye.next_seq);
     break;
+  case SRD_MSG_RAIL:
+    ASSERT_LT(m.u.rail.rail, SRD_MAX_PATHS);
+    ASSERT_LE(m.u.rail.up, 1);
+    ASSERT_LE(m.u.rail.stale, m.u.rail.up ? 0 : 1);
+    n = srd_msg_encode_rail(again.data(), again.size(), m.dst_comm, &m.u.rail);
+    break;
   default:
     FAIL() << "accepted unknown type " << static_cast<int>(m.type);
   }
@@ -671,7 +698,7 @@ TEST(Msg, RandomBodiesBehindAValidHeaderNeverCrash) {
     size_t len = kHeader + rng() % (i % 4 == 0 ? 400 : 48);
     std::vector<uint8_t> bytes = random_bytes(rng, len);
     memcpy(bytes.data(), header.data(), 3);
-    bytes[3] = static_cast<uint8_t>(rng() % (SRD_MSG_BYE + 2));
+    bytes[3] = static_cast<uint8_t>(rng() % (SRD_MSG_RAIL + 2));
     if (bytes[3] == SRD_MSG_HELLO || bytes[3] == SRD_MSG_ACCEPT) {
       // nrails, neps, name_len are the 4th, 3rd and 2nd last fixed bytes.
       if (len > kPeerFixed - 4) bytes[kPeerFixed - 4] = static_cast<uint8_t>(rng() % 3);

@@ -1,0 +1,272 @@
+/* Rail failover (DESIGN.md, "Rail failover"). A rail goes down for the
+ * whole device when its link does (kernel interfaces: operstate or carrier)
+ * or its CQ cannot be read; for one comm when a write or control message of
+ * that comm failed on it. Its stripes then move to the rails left (send.c
+ * re-sends the ones it carried that have not landed, with the same immediate
+ * data and stripe index, so the receiver counts each stripe once); receive
+ * comms post again the clear-to-sends no write has answered (one may sit on
+ * the dead link); the peer is told (RAIL message) and stops using its rails
+ * that map onto the dead one. Only a comm with no rail left fails, naming
+ * every rail. A down rail is not polled, and one into which the peer's writes
+ * were cut off never rejoins (kernel TCP would land their stale bytes when
+ * the link returns); any other rejoins once its link has been up for
+ * NCCL_SRD_RAIL_HOLDDOWN_MS and a probe (a PING to each comm's peer on it)
+ * completed. NCCL_SRD_FAILOVER=0 keeps the old rule: a failed rail fails
+ * every comm of its device. */
+#include <stdio.h>
+#include <string.h>
+
+#include "srd/log.h"
+#include "srd/param.h"
+#include "srd/proto.h"
+
+void srd_dev_failover_init(struct srd_dev *dev) {
+  memset(dev->health, 0, sizeof(dev->health));
+  dev->holddown_ms = (uint64_t)srd_param_int(SRD_PARAM_RAIL_HOLDDOWN_MS);
+  dev->failover = srd_param_int(SRD_PARAM_FAILOVER) != 0;
+  /* Without the stripe index in the CQ data (4 bytes: efa) a re-sent stripe
+   * and its original could both count: then fail fast, as before. */
+  for (int i = 0; i < dev->nrails && dev->failover; i++)
+    if (!dev->rails[i].len_in_data) {
+      dev->failover = false;
+      SRD_INFO(NCCL_INIT | NCCL_NET, "device %d: rail failover off: rail %s's CQ data has no room for the stripe index",
+               dev->index, dev->rails[i].name);
+    }
+  for (int i = 0; i < dev->nrails; i++) dev->rails[i].delivery_complete = dev->failover;
+}
+
+static int rail_mbps(const struct srd_dev *dev, int l) {
+  int lanes = dev->lanes_per_nic > 0 ? dev->lanes_per_nic : 1;
+  return dev->nics ? dev->nics->nics[dev->group.rails[l % dev->nnics]].speed_mbps / lanes : 0;
+}
+
+static int rails_left(const struct srd_dev *dev, int *mbps) {
+  int n = 0;
+  *mbps = 0;
+  for (int i = 0; i < dev->nrails; i++)
+    if (!dev->health[i].down) {
+      n++;
+      *mbps += rail_mbps(dev, i);
+    }
+  return n;
+}
+
+uint64_t srd_comm_usable_paths(const struct srd_comm *c) {
+  const struct srd_dev *dev = c->dev;
+  uint64_t all = dev->npaths >= 64 ? ~0ull : (1ull << dev->npaths) - 1;
+  if (!dev->failover) return all;
+  uint64_t usable = 0;
+  for (int p = 0; p < dev->npaths; p++) {
+    int l = p / dev->neps;
+    if (dev->health[l].down || c->rails_bad >> l & 1) continue;
+    if (c->remote_rails && c->peer_rails_down >> (l % c->remote_rails) & 1) continue;
+    usable |= 1ull << p;
+  }
+  return usable;
+}
+
+struct rail_notice {
+  const struct srd_comm *c;
+  struct srd_msg_rail m;
+};
+
+static size_t encode_rail(void *buf, size_t cap, const void *arg) {
+  const struct rail_notice *n = arg;
+  return srd_msg_encode_rail(buf, cap, n->c->peer_id, &n->m);
+}
+
+/* Lanes stop reaping and posting on a down rail, callers stop polling it
+ * (see struct srd_rail_health), until it is probed. */
+static void set_polled(struct srd_dev *dev, int l, bool polled) {
+  if (dev->lanes) atomic_store(&dev->lanes[l].paused, !polled);
+}
+
+static void tell_peer(struct srd_comm *c, int l, bool up, bool stale) {
+  struct rail_notice n = {c, {(uint8_t)l, up, stale}};
+  /* Best effort: a notice the provider refuses now is not repeated; the
+   * peer's own writes on that rail fail and tell it as much. */
+  srd_comm_send_ctrl(c, FI_ADDR_UNSPEC, encode_rail, &n, NULL);
+}
+
+void srd_comm_fail_no_rail(struct srd_comm *c) {
+  const struct srd_dev *dev = c->dev;
+  char text[200];
+  size_t off = 0;
+  for (int l = 0; l < dev->nrails && off < sizeof(text); l++) {
+    const char *why = dev->health[l].down ? dev->health[l].why
+                      : c->rails_bad >> l & 1 ? "an operation of this comm failed on it"
+                                              : "the peer's rail is down";
+    off += (size_t)snprintf(text + off, sizeof(text) - off, "%srail %d (%s): %s", l ? "; " : "", l,
+                            dev->rails[l].name, why);
+  }
+  srd_comm_fail(c, SRD_ERR_SYSTEM, "no rail left to the peer: %s", text);
+}
+
+/* What c does once some of its paths are gone: fail when none is left,
+ * otherwise move what the gone ones carried. */
+static void comm_lost_paths(struct srd_comm *c) {
+  c->failover_seen = true;
+  if (!srd_comm_usable_paths(c)) {
+    srd_comm_fail_no_rail(c);
+    return;
+  }
+  if (c->is_send) {
+    /* Writes cut off on a rail may still land at the peer when its link
+     * returns: the peer keeps the rail they target out for good. */
+    for (int r = 0; r < c->dev->nrails; r++)
+      if (!(srd_comm_usable_paths(c) >> (r * c->dev->neps) & 1) && srd_proto_resend_stripes(c, r))
+        tell_peer(c, r, false, true);
+  } else {
+    srd_proto_repost_cts(c);
+  }
+}
+
+void srd_comm_rail_failed(struct srd_comm *c, int l, const char *why) {
+  struct srd_dev *dev = c->dev;
+  if (!dev->failover) return;
+  if (c->rails_bad >> l & 1 || dev->health[l].down) {
+    comm_lost_paths(c);
+    return;
+  }
+  c->rails_bad |= 1u << l;
+  SRD_WARN("comm %#x: stops using rail %d (%s) of device %d: %s", c->id, l, dev->rails[l].name, dev->index, why);
+  tell_peer(c, l, false, false);
+  comm_lost_paths(c);
+}
+
+void srd_proto_on_rail(struct srd_comm *c, const struct srd_msg_rail *m) {
+  if (!c->dev->failover || m->rail >= c->remote_rails || m->rail >= 32) return;
+  uint32_t bit = 1u << m->rail;
+  if (m->up) {
+    if (c->peer_rails_down & bit)
+      SRD_INFO(NCCL_NET, "comm %#x: the peer's rail %d is back", c->id, m->rail);
+    c->peer_rails_down &= ~bit;
+    return;
+  }
+  /* The peer's writes cut off on its rail may still land in the rail of ours
+   * they target (r mod our rails) when the link returns: that rail must go
+   * down too, and stay down. */
+  struct srd_dev *dev = c->dev;
+  if (m->stale) {
+    int ours = m->rail % dev->nrails;
+    dev->health[ours].tainted = true;
+    if (!dev->health[ours].down) srd_dev_rail_down(dev, ours, "the peer's writes into it were cut off");
+  }
+  if (c->peer_rails_down & bit) return;
+  c->peer_rails_down |= bit;
+  SRD_WARN("comm %#x: the peer reports its rail %d down; our rails mapped onto it carry nothing for it", c->id,
+           m->rail);
+  comm_lost_paths(c);
+}
+
+static void fail_all(struct srd_dev *dev) {
+  for (int k = 0; k < dev->comms_end; k++)
+    if (dev->comms[k] && !dev->comms[k]->result) srd_comm_fail_no_rail(dev->comms[k]);
+}
+
+void srd_dev_rail_down(struct srd_dev *dev, int l, const char *why) {
+  struct srd_rail_health *h = &dev->health[l];
+  if (h->down) return;
+  h->down = true;
+  h->down_ms = srd_now_ms();
+  h->link_back_ms = 0;
+  h->probing = false;
+  h->told_tainted = false;
+  snprintf(h->why, sizeof(h->why), "%s", why);
+  set_polled(dev, l, false);
+  int mbps, left = rails_left(dev, &mbps);
+  if (!dev->failover || !left) {
+    SRD_WARN("device %d: rail %d (%s) %s%s", dev->index, l, dev->rails[l].name, why,
+             dev->failover ? ": no rail left" : " (NCCL_SRD_FAILOVER=0)");
+    return; /* srd_dev_check_rails fails the comms */
+  }
+  SRD_WARN("device %d: rail %d (%s) down (%s): its work moves to the %d rail(s) left, %d Mbps", dev->index, l,
+           dev->rails[l].name, why, left, mbps);
+  for (int k = 0; k < dev->comms_end; k++) {
+    struct srd_comm *c = dev->comms[k];
+    if (!c || !c->ready || c->result || c->closing) continue;
+    tell_peer(c, l, false, false);
+    comm_lost_paths(c);
+  }
+}
+
+static void rejoin(struct srd_dev *dev, int l) {
+  struct srd_rail_health *h = &dev->health[l];
+  h->down = false;
+  h->probing = false;
+  int mbps, left = rails_left(dev, &mbps);
+  SRD_WARN("device %d: rail %d (%s) rejoined after %llu ms down: %d rail(s), %d Mbps", dev->index, l,
+           dev->rails[l].name, (unsigned long long)(srd_now_ms() - h->down_ms), left, mbps);
+  for (int k = 0; k < dev->comms_end; k++) {
+    struct srd_comm *c = dev->comms[k];
+    if (!c || !c->ready || c->result || c->closing) continue;
+    c->rails_bad &= ~(1u << l);
+    tell_peer(c, l, true, false);
+  }
+}
+
+/* A down rail whose link is back: hold-down, then a probe to every ready
+ * comm's peer on it, then rejoin (or another hold-down when a probe failed). */
+static void try_rejoin(struct srd_dev *dev, int l, uint64_t now) {
+  struct srd_rail_health *h = &dev->health[l];
+  if (h->tainted) {
+    if (!h->told_tainted)
+      SRD_WARN("device %d: rail %d (%s) has its link back but stays out: the peer's writes into it were cut off, "
+               "and their remaining bytes would still land (kernel TCP retransmits them)", dev->index, l,
+               dev->rails[l].name);
+    h->told_tainted = true;
+    return;
+  }
+  if (!h->link_back_ms) {
+    h->link_back_ms = now;
+    SRD_INFO(NCCL_NET, "device %d: rail %d (%s) has its link back; probed after %llu ms", dev->index, l,
+             dev->rails[l].name, (unsigned long long)dev->holddown_ms);
+    return;
+  }
+  if (now - h->link_back_ms < dev->holddown_ms) return;
+  if (!h->probing) {
+    if (h->probes_out) return; /* an earlier round's probes are still out */
+    h->probing = true;
+    h->probes_failed = 0;
+    h->probe_ms = now;
+    set_polled(dev, l, true);
+    for (int k = 0; k < dev->comms_end; k++) {
+      struct srd_comm *c = dev->comms[k];
+      if (c && c->ready && !c->result && !c->closing && srd_comm_probe_rail(c, l) == SRD_OK) h->probes_out++;
+    }
+    return;
+  }
+  if (h->probes_out) return;
+  if (h->probes_failed) {
+    h->probing = false;
+    set_polled(dev, l, false);
+    h->link_back_ms = now; /* another hold-down */
+    return;
+  }
+  rejoin(dev, l);
+}
+
+void srd_dev_check_rails(struct srd_dev *dev, uint64_t now) {
+  bool any_down = false;
+  for (int l = 0; l < dev->nrails; l++) {
+    struct srd_rail *rail = &dev->rails[l];
+    bool link = !dev->rail_ops->link_down(rail);
+    if (!dev->health[l].down) {
+      if (rail->failed) srd_dev_rail_down(dev, l, "its completion queue cannot be read");
+      else if (!link) srd_dev_rail_down(dev, l, "link down");
+    } else if (dev->failover && !rail->failed) {
+      if (link) try_rejoin(dev, l, now);
+      else dev->health[l].link_back_ms = 0;
+    }
+    if (dev->health[l].down) {
+      any_down = true;
+      if (!dev->failover)
+        for (int k = 0; k < dev->comms_end; k++)
+          if (dev->comms[k] && !dev->comms[k]->result)
+            srd_comm_fail(dev->comms[k], SRD_ERR_SYSTEM, "rail %d (%s) of device %d failed: %s", l, rail->name,
+                          dev->index, dev->health[l].why);
+    }
+  }
+  int mbps;
+  if (any_down && dev->failover && !rails_left(dev, &mbps)) fail_all(dev);
+}
