@@ -23,8 +23,9 @@ int srd_comm_send_ctrl(struct srd_comm *c, fi_addr_t dest, srd_ctrl_encoder enco
   struct srd_dev *dev = c->dev;
   const struct srd_rail_ops *ops = dev->rail_ops;
   /* To an explicit address (the handshake): rail 0, endpoint 0, the address
-   * the peer's handle names. Otherwise the paths take turns. */
-  int path = dest == FI_ADDR_UNSPEC ? (int)(c->ctrl_cursor % (unsigned)dev->npaths) : 0;
+   * the peer's handle names. Otherwise the paths of lane 0 take turns: the
+   * caller's thread polls them, so no control message waits on a lane. */
+  int path = dest == FI_ADDR_UNSPEC ? (int)(c->ctrl_cursor % (unsigned)dev->inline_paths) : 0;
   struct srd_rail *rail = &dev->rails[path / dev->neps];
   struct srd_rail_buf *b = ops->get_send_buf(rail);
   if (!b) return SRD_AGAIN;

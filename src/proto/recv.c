@@ -5,6 +5,7 @@
 
 #include "srd/log.h"
 #include "srd/proto.h"
+#include "srd/stats.h"
 
 static void entry_complete(struct srd_req *r, struct srd_recv_entry *e) {
   e->complete = true;
@@ -101,6 +102,10 @@ void srd_proto_on_write(struct srd_comm *c, struct srd_imm imm, size_t len) {
     return;
   }
   e->stripes_total = imm.nstripes;
+  if (imm.nstripes > 1 && !atomic_load_explicit(&c->large, memory_order_relaxed)) {
+    atomic_store_explicit(&c->large, true, memory_order_relaxed);
+    srd_dev_want_lanes(c->dev);
+  }
   e->got += len;
   c->traffic.writes++;
   if (++e->stripes_seen == e->stripes_total) {
@@ -150,6 +155,7 @@ static size_t encode_cts(void *buf, size_t cap, const void *arg) {
 static int post_cts(struct srd_req *r) {
   int rc = srd_comm_send_ctrl(r->comm, FI_ADDR_UNSPEC, encode_cts, r, NULL);
   if (rc == SRD_OK) r->cts_sent = true;
+  if (rc == SRD_OK) SRD_STAT(SRD_STAT_CTS_SENT);
   return rc;
 }
 

@@ -5,6 +5,7 @@
 
 #include "srd/log.h"
 #include "srd/proto.h"
+#include "srd/stats.h"
 
 /* Serial-number comparison: sequences wrap at 2^32. */
 static bool seq_before(uint32_t a, uint32_t b) { return (int32_t)(a - b) < 0; }
@@ -105,8 +106,8 @@ static void stripe_done(struct srd_op *op, int err, const char *errstr) {
   srd_req_op_done(r);
 }
 
-/* Post what the provider accepts; the rest waits on the pending list. With
- * progress threads each stripe goes to its lane's queue instead: the lane
+/* Post what the provider accepts; the rest waits on the pending list. A
+ * stripe for a lane with a thread goes to that lane's queue instead: the lane
  * posts it, so the provider's copy into the socket runs there. */
 static int post_stripes(struct srd_req *r) {
   struct srd_comm *c = r->comm;
@@ -131,7 +132,7 @@ static int post_stripes(struct srd_req *r) {
     w->raddr = r->raddr + s->offset;
     w->key = r->rkey[l];
     int rc = 0;
-    if (dev->threaded) {
+    if (!srd_dev_caller_polls(dev, l)) {
       dev->rail_ops->queue_write(rail, w);
       queued = true;
     } else {
@@ -199,6 +200,7 @@ static int send_eager(struct srd_comm *c, const void *data, size_t size, int tag
   srd_send_comm(c)->sent_tag[c->next_seq % SRD_SENT_TAGS] = tag;
   c->next_seq++;
   c->traffic.eager++;
+  SRD_STAT(SRD_STAT_EAGER_SENT);
   *out = r;
   return SRD_OK;
 }
@@ -257,8 +259,16 @@ int srd_proto_isend(struct srd_comm *c, const void *data, size_t size, int tag, 
       return rc;
     }
     c->last_wait_ms = srd_now_ms();
+#ifdef SRD_HOP_STATS
+    if (!c->stat_wait_ns) c->stat_wait_ns = srd_stat_now_ns();
+#endif
+    SRD_STAT(SRD_STAT_ISEND_AGAIN);
     return SRD_AGAIN;
   }
+#ifdef SRD_HOP_STATS
+  if (c->stat_wait_ns) SRD_STAT_ADD(SRD_STAT_CTS_WAIT_NS, srd_stat_now_ns() - c->stat_wait_ns);
+  c->stat_wait_ns = 0;
+#endif
   int j = claim_entry(rec, tag);
   if (j < 0) {
     srd_comm_fail(c, SRD_ERR_USAGE, "send with tag %d matches no buffer of the peer's receive (sequence %u)", tag,
@@ -285,7 +295,15 @@ int srd_proto_isend(struct srd_comm *c, const void *data, size_t size, int tag, 
     r->mr = mr;
     r->raddr = rec->e[j].addr;
     for (int l = 0; l < dev->nrails; l++) r->rkey[l] = rec->keys[j * c->remote_rails + l % c->remote_rails];
-    r->nstripes = srd_sched_split(&dev->sched, size, &c->sched_cursor, r->stripes, SRD_MAX_STRIPES);
+    /* Below the stripe threshold a message stays on lane 0, which the
+     * caller polls: it never waits on a lane thread. */
+    struct srd_sched_params sp = dev->sched;
+    if (size < sp.threshold) sp.npaths = dev->inline_paths;
+    else {
+      atomic_store_explicit(&c->large, true, memory_order_relaxed);
+      srd_dev_want_lanes(dev);
+    }
+    r->nstripes = srd_sched_split(&sp, size, &c->sched_cursor, r->stripes, SRD_MAX_STRIPES);
     if (r->nstripes < 0) {
       srd_req_release(r);
       srd_comm_fail(c, SRD_ERR_ARG, "message of %zu bytes needs more than %d writes", size, SRD_MAX_STRIPES);

@@ -3,7 +3,14 @@
 
 #include "srd/log.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,3 +46,56 @@ int srd_cpus_available(void) {
   cpu_set_t set;
   return sched_getaffinity(0, sizeof(set), &set) ? 0 : CPU_COUNT(&set);
 }
+
+int srd_cpus_online(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (int)n : 0;
+}
+
+static pid_t joined_pid;
+static char joined_path[128];
+
+void srd_host_procs_join(void) {
+  if (joined_pid == getpid()) return;
+  snprintf(joined_path, sizeof(joined_path), "%s/%s%u.%d", SRD_HOST_PROCS_DIR, SRD_HOST_PROCS_PREFIX,
+           (unsigned)getuid(), (int)getpid());
+  int fd = open(joined_path, O_CREAT | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) {
+    SRD_INFO(NCCL_INIT, "cannot create %s (%s): other processes will not count this one when sizing lanes",
+             joined_path, strerror(errno));
+    return;
+  }
+  close(fd);
+  joined_pid = getpid();
+}
+
+/* A forked child has the parent's joined_pid: only the process that made
+ * the file removes it. */
+__attribute__((destructor)) static void host_procs_leave(void) {
+  if (joined_pid && joined_pid == getpid()) unlink(joined_path);
+}
+
+int srd_host_procs_count_in(const char *dir) {
+  char prefix[64];
+  int plen = snprintf(prefix, sizeof(prefix), "%s%u.", SRD_HOST_PROCS_PREFIX, (unsigned)getuid());
+  DIR *d = opendir(dir);
+  if (!d) return 1;
+  int live = 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    if (strncmp(e->d_name, prefix, (size_t)plen)) continue;
+    char *end;
+    long pid = strtol(e->d_name + plen, &end, 10);
+    if (*end || pid <= 0 || pid > 0x7fffffff) continue;
+    if (kill((pid_t)pid, 0) == 0 || errno == EPERM) {
+      live++;
+      continue;
+    }
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+    unlink(path); /* its process died without removing it */
+  }
+  closedir(d);
+  return live > 0 ? live : 1;
+}
+
+int srd_host_procs_count(void) { return srd_host_procs_count_in(SRD_HOST_PROCS_DIR); }

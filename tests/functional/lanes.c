@@ -1,12 +1,14 @@
 /* Progress lanes (NCCL_SRD_PROGRESS_THREADS): every process here picks its
- * own lane count, whatever the environment says.
- *   lanes-running: with 2 lanes per NIC the plugin runs exactly one named
- *     thread per lane ("srd-d0-rN", 2 per NIC; a fallback to no lanes fails), moves patterned messages both ways (eager, one
- *     stripe, striped over the lanes), and an idle process's lanes back off:
- *     together they use under a tenth of a core over a quiet second.
+ * own thread count, whatever the environment says.
+ *   lanes-running: with 2 threads per NIC the plugin opens 3 lanes per NIC
+ *     and runs exactly one named thread per lane after the first
+ *     ("srd-d0-rN", 2 per NIC; a fallback to no lanes fails), moves patterned
+ *     messages both ways (eager, one stripe, striped over the lanes), and an
+ *     idle process's lanes back off: together they use under a tenth of a
+ *     core over a quiet second.
  *   lanes-mixed: one side without threads (1 rail per NIC), the other with 3
- *     lanes: the two rail counts map onto each other and data arrives intact
- *     in both directions. */
+ *     threads (4 lanes): the two rail counts map onto each other and data
+ *     arrives intact in both directions. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,7 +83,7 @@ static int running(int rank, int nranks, void *arg) {
   one_way(rank, 1, 0, 200);
   struct lane_usage before = lane_usage();
   int nics = 0, threaded = 0, lanes = st_device_lanes(&nics, &threaded);
-  ST_CHECK(lanes == 2 && threaded, "NCCL_SRD_PROGRESS_THREADS=2 but the device opened with %d lane(s) per NIC, %s",
+  ST_CHECK(lanes == 3 && threaded, "NCCL_SRD_PROGRESS_THREADS=2 but the device opened with %d lane(s) per NIC, %s",
            lanes, threaded ? "threaded" : "without progress threads");
   ST_CHECK(nics >= 1 && before.threads == 2 * nics,
            "%d lane threads named " LANE_PREFIX "* with 2 lanes per NIC and %d NIC(s) (expected %d)", before.threads,
@@ -105,7 +107,7 @@ static int mixed(int rank, int nranks, void *arg) {
   one_way(rank, 1, 0, 400);
   int nics = 0, threaded = 0, lanes = st_device_lanes(&nics, &threaded);
   struct lane_usage u = lane_usage();
-  ST_CHECK(lanes == (rank == 0 ? 1 : 3) && threaded == (rank == 1) && u.threads == (rank == 0 ? 0 : 3 * nics),
+  ST_CHECK(lanes == (rank == 0 ? 1 : 4) && threaded == (rank == 1) && u.threads == (rank == 0 ? 0 : 3 * nics),
            "NCCL_SRD_PROGRESS_THREADS=%d: %d lane(s) per NIC, %d NIC(s), %s, %d lane threads", rank == 0 ? 0 : 3,
            lanes, nics, threaded ? "threaded" : "not threaded", u.threads);
   st_barrier(SETUP_MS);

@@ -115,7 +115,7 @@ void make_dev(srd_dev *d, int index) {
   srd_dev_init(d, index, &srd_dispatch_handlers);
   d->rail_ops = &kFake;
   d->rails = static_cast<srd_rail *>(calloc(1, sizeof(srd_rail)));
-  d->nrails = d->neps = d->npaths = d->nnics = d->lanes_per_nic = 1;
+  d->nrails = d->neps = d->npaths = d->nnics = d->lanes_per_nic = d->inline_paths = 1;
   d->rails[0].buf_size = 4096;
   d->rails[0].virt_addr = 1;
   d->rails[0].source = true;
