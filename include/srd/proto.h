@@ -163,6 +163,7 @@ struct srd_comm {
     uint64_t eager;      /* inline messages sent or received */
     uint64_t rendezvous; /* messages written into the peer's buffer after its clear-to-send */
     uint64_t writes;     /* RMA writes (stripes) posted or received */
+    uint64_t by_lane;    /* requests completed on a lane thread (small messages never are) */
   } traffic;
   struct srd_req *reqs[SRD_REQS_PER_COMM]; /* requests in use, by slot */
   uint32_t next_seq;    /* the next message's sequence */
@@ -181,6 +182,8 @@ struct srd_comm {
 
 struct srd_send_comm {
   struct srd_comm base;
+  bool rts_sent;        /* the receiver was asked for rts_seq's clear-to-send */
+  uint32_t rts_seq;
   struct srd_cts_rec *cur;
   struct srd_cts_rec *cts[SRD_CTS_RECORDS]; /* NULL: free */
   int32_t sent_tag[SRD_SENT_TAGS];
@@ -190,6 +193,11 @@ struct srd_recv_comm {
   struct srd_comm base;
   struct srd_unexpected *unexpected;
   int nunexpected;      /* eager messages kept before their receive */
+  /* Receives post no clear-to-send until the sender asks (RTS): set when a
+   * message came eagerly although its clear-to-send had gone out (it was not
+   * needed), cleared by the next RTS. Saves a control message per small
+   * message; costs a large message after small ones one more trip. */
+  bool cts_on_request;
   uint8_t slot_uses[SRD_REQS_PER_COMM]; /* a late write cannot name a slot's next request */
 };
 
@@ -351,6 +359,8 @@ void srd_dev_free_closed(struct srd_dev *dev, bool all);
  * locked: the caller holds dev->lock (released while a failed start stops
  * the threads it made). */
 void srd_dev_start_lanes(struct srd_dev *dev, bool locked);
+/* Is this thread one of the lanes' (src/proto/lanes.c)? */
+bool srd_on_lane_thread(void);
 /* A message of at least the stripe threshold went by (lock held): start the
  * lanes' threads, if the device has lanes, at the end of this progress step. */
 void srd_dev_want_lanes(struct srd_dev *dev);
@@ -386,6 +396,7 @@ void srd_proto_on_eager(struct srd_comm *c, const struct srd_msg_eager *m);
 void srd_proto_on_trunc(struct srd_comm *c, const struct srd_msg_trunc *m);
 void srd_proto_on_write(struct srd_comm *c, struct srd_imm imm, size_t len);
 void srd_proto_on_bye(struct srd_comm *c, const struct srd_msg_bye *m);
+void srd_proto_on_rts(struct srd_comm *c, const struct srd_msg_rts *m);
 /* Make the data received into GPU buffers (NCCL's iflush) visible to the GPU
  * (src/proto/flush.c). *req NULL: nothing to wait for (the device needs no
  * flush, no buffer has bytes, or the driver flushed at once); otherwise a

@@ -59,6 +59,7 @@ enum srd_msg_type {
   SRD_MSG_TRUNC,      /* sender -> receiver: message larger than the buffer */
   SRD_MSG_PING,       /* either way: liveness probe, no answer */
   SRD_MSG_BYE,        /* either way: the comm closed after next_seq messages */
+  SRD_MSG_RTS,        /* sender -> receiver: a message that cannot go eagerly waits for seq's clear-to-send */
 };
 
 struct srd_msg_peer { /* HELLO and ACCEPT */
@@ -102,6 +103,10 @@ struct srd_msg_bye {
   uint32_t next_seq;
 };
 
+struct srd_msg_rts {
+  uint32_t seq;
+};
+
 /* Every header carries the destination comm's token, a random number that
  * comm chose and told its peer in the hello or the answer (0 in a hello: the
  * listener's cookie stands for it). A message whose token is not its
@@ -116,6 +121,7 @@ struct srd_msg {
     struct srd_msg_eager eager;
     struct srd_msg_trunc trunc;
     struct srd_msg_bye bye;
+    struct srd_msg_rts rts;
   } u;
 };
 
@@ -131,6 +137,7 @@ size_t srd_msg_encode_eager_header(void *buf, size_t cap, uint32_t dst_comm, uin
 size_t srd_msg_encode_trunc(void *buf, size_t cap, uint32_t dst_comm, uint32_t seq, uint64_t size);
 size_t srd_msg_encode_ping(void *buf, size_t cap, uint32_t dst_comm);
 size_t srd_msg_encode_bye(void *buf, size_t cap, uint32_t dst_comm, uint32_t next_seq);
+size_t srd_msg_encode_rts(void *buf, size_t cap, uint32_t dst_comm, uint32_t seq);
 
 /* Encoders write token 0; the sender stamps the peer's token into the
  * encoded message (srd_comm_send_ctrl). */

@@ -17,6 +17,10 @@
 #include "srd/stats.h"
 #include "srd/sys.h"
 
+static _Thread_local bool on_lane;
+
+bool srd_on_lane_thread(void) { return on_lane; }
+
 void srd_dev_kick(struct srd_dev *dev) {
   if (!dev->threaded) return;
   atomic_fetch_add(&dev->activity, 1);
@@ -133,6 +137,7 @@ static void *lane_main(void *arg) {
   struct srd_rail_batch b;
   struct lane_idle idle = {0, 0, srd_now_us(), LANE_SLEEP_MIN_US};
   uint64_t refused_since_us = 0;
+  on_lane = true;
   while (!atomic_load_explicit(&dev->stop, memory_order_acquire)) {
     struct srd_rail_write *failed;
     bool more;

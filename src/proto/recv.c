@@ -27,6 +27,8 @@ static void deliver_eager(struct srd_req *r, int32_t tag, uint32_t len, const vo
       e->got = len;
       c->traffic.eager++;
     }
+    /* Its clear-to-send was not needed: wait for the sender to ask next time. */
+    if (r->cts_sent) srd_recv_comm(c)->cts_on_request = true;
     entry_complete(r, e);
     return;
   }
@@ -112,6 +114,13 @@ void srd_proto_on_write(struct srd_comm *c, struct srd_imm imm, size_t len) {
     c->traffic.rendezvous++;
     entry_complete(r, e);
   }
+}
+
+/* The sender has a message for m->seq that cannot go eagerly. */
+void srd_proto_on_rts(struct srd_comm *c, const struct srd_msg_rts *m) {
+  srd_recv_comm(c)->cts_on_request = false; /* large messages again: post with the receive */
+  struct srd_req *r = recv_for_seq(c, m->seq);
+  if (r && !r->done && !r->cts_sent && !r->on_pending) srd_proto_post_cts(r);
 }
 
 /* The sender closed after next_seq messages: receives beyond them can never
@@ -211,6 +220,7 @@ int srd_proto_irecv(struct srd_comm *c, int n, void **data, const size_t *sizes,
   }
   *out = r;
   if (r->done) return 0; /* everything came eagerly: no clear-to-send */
+  if (srd_recv_comm(c)->cts_on_request) return 0;
   int rc = srd_proto_post_cts(r);
   return rc == SRD_AGAIN ? SRD_OK : rc;
 }

@@ -232,6 +232,21 @@ static int reject_oversized(struct srd_comm *c, size_t size, const struct srd_ct
   return SRD_OK;
 }
 
+static size_t encode_rts(void *buf, size_t cap, const void *arg) {
+  const struct srd_comm *c = arg;
+  return srd_msg_encode_rts(buf, cap, c->peer_id, c->next_seq);
+}
+
+/* The receiver posts its clear-to-sends only on request after small messages
+ * (cts_on_request): ask once per message. */
+static void ask_for_cts(struct srd_comm *c, uint32_t k) {
+  struct srd_send_comm *s = srd_send_comm(c);
+  if (s->rts_sent && s->rts_seq == k) return;
+  if (srd_comm_send_ctrl(c, FI_ADDR_UNSPEC, encode_rts, c, NULL) != SRD_OK) return; /* next call tries again */
+  s->rts_sent = true;
+  s->rts_seq = k;
+}
+
 int srd_proto_isend(struct srd_comm *c, const void *data, size_t size, int tag, struct srd_mr_ref *mr,
                     struct srd_req **out) {
   struct srd_dev *dev = c->dev;
@@ -259,6 +274,7 @@ int srd_proto_isend(struct srd_comm *c, const void *data, size_t size, int tag, 
       return rc;
     }
     c->last_wait_ms = srd_now_ms();
+    ask_for_cts(c, k);
 #ifdef SRD_HOP_STATS
     if (!c->stat_wait_ns) c->stat_wait_ns = srd_stat_now_ns();
 #endif

@@ -7,10 +7,14 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <cstdio>
 #include <deque>
+#include <string>
 #include <vector>
 
 #include <rdma/fi_errno.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 // The C headers name functions after structs (srd_rail_write, srd_send_comm).
 #pragma GCC diagnostic push
@@ -207,6 +211,12 @@ class Proto : public ::testing::Test {
     Sent m = g.sends.at(i);
     g.sends.erase(g.sends.begin() + static_cast<long>(i));
     m.buf->op.done(&m.buf->op, err, err ? "fake failure" : nullptr);
+  }
+  int sent_type(size_t i) {
+    srd_msg m;
+    const char *why = nullptr;
+    const Sent &x = g.sends.at(i);
+    return srd_msg_decode(x.buf->data, x.len, &m, &why) ? -1 : m.type;
   }
   void deliver_and_complete_sends() {
     while (!g.sends.empty()) {
@@ -763,6 +773,60 @@ TEST_F(Proto, RefusedFlushReadFallsBackToTheDriver) {
   EXPECT_EQ(0, r->reqs_in_flight) << "the request taken for the reads went back";
 }
 
+// A clear-to-send that a small message did not need (it came eagerly) stops
+// the next receives from posting theirs; a message that cannot go eagerly
+// asks for it (RTS), and receives post theirs at once again.
+TEST_F(Proto, ClearToSendOnlyWhenAskedAfterSmallMessages) {
+  std::vector<char> small = pattern(100, 7), big = pattern(8192, 8), in(8192);
+  Reg rs(small), rb(big), ri(in);
+  Reg *regs[] = {&ri};
+  srd_req *rr = irecv(1, &in, regs, nullptr);
+  ASSERT_EQ(1u, g.sends.size()) << "a fresh comm posts the clear-to-send with the receive";
+  srd_req *sr = isend(small, rs, small.size(), 0);
+  ASSERT_TRUE(sr);
+  deliver_and_complete_sends();
+  ASSERT_TRUE(rr->done && sr->done);
+  srd_req_release(sr);
+  srd_req_release(rr);
+
+  rr = irecv(1, &in, regs, nullptr);
+  EXPECT_TRUE(g.sends.empty()) << "after an unneeded clear-to-send the next receive posts none";
+  EXPECT_EQ(nullptr, isend(big, rb, big.size(), 0, SRD_AGAIN)) << "too large to go eagerly";
+  ASSERT_EQ(1u, g.sends.size());
+  EXPECT_EQ(SRD_MSG_RTS, sent_type(0));
+  EXPECT_EQ(nullptr, isend(big, rb, big.size(), 0, SRD_AGAIN));
+  EXPECT_EQ(1u, g.sends.size()) << "asked once per message";
+  deliver_send(0);
+  complete_send(0);
+  ASSERT_EQ(1u, g.sends.size()) << "the request brings the clear-to-send";
+  EXPECT_EQ(SRD_MSG_CTS, sent_type(0));
+  deliver_and_complete_sends();
+  sr = isend(big, rb, big.size(), 0);
+  ASSERT_TRUE(sr);
+  while (!g.writes.empty()) {
+    deliver_write(0);
+    complete_write(0);
+  }
+  EXPECT_TRUE(rr->done && sr->done);
+  EXPECT_EQ(big, in);
+  srd_req_release(sr);
+  srd_req_release(rr);
+
+  rr = irecv(1, &in, regs, nullptr);
+  ASSERT_EQ(1u, g.sends.size()) << "after a large message receives post their clear-to-send again";
+  EXPECT_EQ(SRD_MSG_CTS, sent_type(0));
+  deliver_and_complete_sends();
+  sr = isend(big, rb, big.size(), 0);
+  ASSERT_TRUE(sr);
+  while (!g.writes.empty()) {
+    deliver_write(0);
+    complete_write(0);
+  }
+  EXPECT_TRUE(rr->done && sr->done);
+  srd_req_release(sr);
+  srd_req_release(rr);
+}
+
 // A small send from GPU memory waits for the clear-to-send and is written,
 // even to a receiver that takes eager data: the CPU cannot copy it.
 TEST_F(Proto, GpuMemoryNeverGoesEagerly) {
@@ -770,7 +834,8 @@ TEST_F(Proto, GpuMemoryNeverGoesEagerly) {
   Reg ro(out), ri(in);
   ro.mr.device = 0;
   EXPECT_EQ(nullptr, isend(out, ro, out.size(), 3, SRD_AGAIN)) << "no eager send from GPU memory";
-  EXPECT_TRUE(g.sends.empty());
+  ASSERT_EQ(1u, g.sends.size()) << "only the request for a clear-to-send";
+  EXPECT_EQ(SRD_MSG_RTS, sent_type(0));
   Reg *regs[] = {&ri};
   int tag = 3;
   srd_req *rr = irecv(1, &in, regs, &tag);
@@ -784,4 +849,49 @@ TEST_F(Proto, GpuMemoryNeverGoesEagerly) {
   EXPECT_EQ(0, memcmp(out.data(), in.data(), 100));
   srd_req_release(sr);
   srd_req_release(rr);
+}
+
+// Threads per NIC with NCCL_SRD_PROGRESS_THREADS unset: a process's share of
+// the host's CPUs (never more than it may run on), less two (NCCL's proxy
+// thread and the rank's own), at most SRD_AUTO_LANES_MAX.
+TEST(LaneSizing, ShareOfTheCores) {
+  EXPECT_EQ(4, srd_lanes_auto(16, 16, 2)) << "2 ranks on 16 cores: 8 each, capped";
+  EXPECT_EQ(2, srd_lanes_auto(16, 16, 4)) << "4 ranks on 16 cores: 4 each";
+  EXPECT_EQ(0, srd_lanes_auto(16, 16, 8)) << "8 ranks on 16 cores: 2 each, none left";
+  EXPECT_EQ(0, srd_lanes_auto(2, 2, 1)) << "this build host";
+  EXPECT_EQ(1, srd_lanes_auto(3, 64, 1)) << "pinned to 3 CPUs of 64";
+  EXPECT_EQ(4, srd_lanes_auto(64, 64, 0)) << "an unknown count is one process";
+  EXPECT_EQ(0, srd_lanes_auto(0, 0, 1)) << "nothing known: no threads";
+  EXPECT_EQ(3, srd_lanes_auto(5, 0, 1)) << "online unknown: the CPUs it may use";
+}
+
+// The count of our processes on the host: live pids count, a dead one's file
+// is removed, foreign names and other users' files are left alone.
+TEST(LaneSizing, HostProcessCount) {
+  char dir[] = "/tmp/srd-procs-XXXXXX";
+  ASSERT_NE(nullptr, mkdtemp(dir));
+  auto touch = [&](const std::string &name) {
+    std::string path = std::string(dir) + "/" + name;
+    FILE *f = fopen(path.c_str(), "w");
+    ASSERT_NE(nullptr, f);
+    fclose(f);
+  };
+  std::string mine = std::string(SRD_HOST_PROCS_PREFIX) + std::to_string(getuid()) + ".";
+  EXPECT_EQ(1, srd_host_procs_count_in(dir)) << "none: this process alone";
+  touch(mine + std::to_string(getpid()));
+  touch(mine + std::to_string(getppid()));
+  pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  ASSERT_GT(dead, 0);
+  waitpid(dead, nullptr, 0);
+  touch(mine + std::to_string(dead));
+  touch(mine + "12x");
+  touch(std::string(SRD_HOST_PROCS_PREFIX) + std::to_string(getuid() + 1) + "." + std::to_string(getpid()));
+  EXPECT_EQ(2, srd_host_procs_count_in(dir)) << "this process and its parent";
+  std::string gone = std::string(dir) + "/" + mine + std::to_string(dead);
+  EXPECT_NE(0, access(gone.c_str(), F_OK)) << "the dead process's file stays";
+  std::string foreign = std::string(dir) + "/" + mine + "12x";
+  EXPECT_EQ(0, access(foreign.c_str(), F_OK)) << "a name not of our shape was removed";
+  std::string cmd = std::string("rm -rf ") + dir;
+  EXPECT_EQ(0, system(cmd.c_str()));
 }
