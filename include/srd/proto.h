@@ -184,6 +184,10 @@ struct srd_send_comm {
   struct srd_comm base;
   bool rts_sent;        /* the receiver was asked for rts_seq's clear-to-send */
   uint32_t rts_seq;
+  bool last_eager;      /* the last message went eagerly: the receiver waits to be asked */
+  bool waiting;         /* since wait_since_us for wait_seq's clear-to-send, not yet asked */
+  uint32_t wait_seq;
+  uint64_t wait_since_us;
   struct srd_cts_rec *cur;
   struct srd_cts_rec *cts[SRD_CTS_RECORDS]; /* NULL: free */
   int32_t sent_tag[SRD_SENT_TAGS];

@@ -237,11 +237,25 @@ static size_t encode_rts(void *buf, size_t cap, const void *arg) {
   return srd_msg_encode_rts(buf, cap, c->peer_id, c->next_seq);
 }
 
-/* The receiver posts its clear-to-sends only on request after small messages
- * (cts_on_request): ask once per message. */
+/* The receiver posts its clear-to-sends only on request after a small
+ * message (cts_on_request): ask at once after one, once per message. After a
+ * large message it posts them with its receives: ask only when none came
+ * within RTS_FALLBACK_US (an eager message delivered late, the transport
+ * being unordered, may have switched the receiver back). */
+#define RTS_FALLBACK_US 1000
+
 static void ask_for_cts(struct srd_comm *c, uint32_t k) {
   struct srd_send_comm *s = srd_send_comm(c);
   if (s->rts_sent && s->rts_seq == k) return;
+  if (!s->last_eager) {
+    uint64_t now = srd_now_us();
+    if (!s->waiting || s->wait_seq != k) {
+      s->waiting = true;
+      s->wait_seq = k;
+      s->wait_since_us = now;
+    }
+    if (now - s->wait_since_us < RTS_FALLBACK_US) return;
+  }
   if (srd_comm_send_ctrl(c, FI_ADDR_UNSPEC, encode_rts, c, NULL) != SRD_OK) return; /* next call tries again */
   s->rts_sent = true;
   s->rts_seq = k;
@@ -269,6 +283,7 @@ int srd_proto_isend(struct srd_comm *c, const void *data, size_t size, int tag, 
   if (!rec || eager) {
     if (eager) {
       int rc = send_eager(c, data, size, tag, out);
+      if (rc == SRD_OK) srd_send_comm(c)->last_eager = true;
       if (rc == SRD_OK && rec) claim_entry(rec, tag);
       if (rec && rec->used == (1u << rec->n) - 1) release_cts(c, rec);
       return rc;
@@ -331,6 +346,7 @@ int srd_proto_isend(struct srd_comm *c, const void *data, size_t size, int tag, 
     *out = r;
   }
   c->next_seq++;
+  srd_send_comm(c)->last_eager = false;
   if (rec->used == (1u << rec->n) - 1) release_cts(c, rec);
   return SRD_OK;
 }

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -47,6 +48,11 @@ int srd_cpus_available(void) {
   return sched_getaffinity(0, sizeof(set), &set) ? 0 : CPU_COUNT(&set);
 }
 
+uint32_t srd_pid_ns_tag(void) {
+  struct stat st;
+  return stat("/proc/self/ns/pid", &st) ? 0 : (uint32_t)st.st_ino;
+}
+
 int srd_cpus_online(void) {
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? (int)n : 0;
@@ -57,8 +63,8 @@ static char joined_path[128];
 
 void srd_host_procs_join(void) {
   if (joined_pid == getpid()) return;
-  snprintf(joined_path, sizeof(joined_path), "%s/%s%u.%d", SRD_HOST_PROCS_DIR, SRD_HOST_PROCS_PREFIX,
-           (unsigned)getuid(), (int)getpid());
+  snprintf(joined_path, sizeof(joined_path), "%s/%s%u.%08x.%d", SRD_HOST_PROCS_DIR, SRD_HOST_PROCS_PREFIX,
+           (unsigned)getuid(), srd_pid_ns_tag(), (int)getpid());
   int fd = open(joined_path, O_CREAT | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) {
     SRD_INFO(NCCL_INIT, "cannot create %s (%s): other processes will not count this one when sizing lanes",
@@ -81,12 +87,15 @@ int srd_host_procs_count_in(const char *dir) {
   DIR *d = opendir(dir);
   if (!d) return 1;
   int live = 0;
+  uint32_t ns = srd_pid_ns_tag();
   for (struct dirent *e; (e = readdir(d));) {
     if (strncmp(e->d_name, prefix, (size_t)plen)) continue;
     char *end;
-    long pid = strtol(e->d_name + plen, &end, 10);
+    unsigned long tag = strtoul(e->d_name + plen, &end, 16);
+    if (end != e->d_name + plen + 8 || *end != '.') continue;
+    long pid = strtol(end + 1, &end, 10);
     if (*end || pid <= 0 || pid > 0x7fffffff) continue;
-    if (kill((pid_t)pid, 0) == 0 || errno == EPERM) {
+    if ((uint32_t)tag != ns || kill((pid_t)pid, 0) == 0 || errno == EPERM) {
       live++;
       continue;
     }
