@@ -182,12 +182,11 @@ struct srd_comm {
 
 struct srd_send_comm {
   struct srd_comm base;
-  bool rts_sent;        /* the receiver was asked for rts_seq's clear-to-send */
-  uint32_t rts_seq;
   bool last_eager;      /* the last message went eagerly: the receiver waits to be asked */
-  bool waiting;         /* since wait_since_us for wait_seq's clear-to-send, not yet asked */
+  bool waiting;         /* since wait_since_us for wait_seq's clear-to-send */
+  bool asked;           /* ... and asked for it (RTS) at asked_us */
   uint32_t wait_seq;
-  uint64_t wait_since_us;
+  uint64_t wait_since_us, asked_us;
   struct srd_cts_rec *cur;
   struct srd_cts_rec *cts[SRD_CTS_RECORDS]; /* NULL: free */
   int32_t sent_tag[SRD_SENT_TAGS];
@@ -202,6 +201,8 @@ struct srd_recv_comm {
    * needed), cleared by the next RTS. Saves a control message per small
    * message; costs a large message after small ones one more trip. */
   bool cts_on_request;
+  bool asked;           /* an RTS named asked_seq before its receive was posted: */
+  uint32_t asked_seq;   /* that receive posts its clear-to-send whatever cts_on_request says */
   uint8_t slot_uses[SRD_REQS_PER_COMM]; /* a late write cannot name a slot's next request */
 };
 

@@ -118,9 +118,16 @@ void srd_proto_on_write(struct srd_comm *c, struct srd_imm imm, size_t len) {
 
 /* The sender has a message for m->seq that cannot go eagerly. */
 void srd_proto_on_rts(struct srd_comm *c, const struct srd_msg_rts *m) {
-  srd_recv_comm(c)->cts_on_request = false; /* large messages again: post with the receive */
+  struct srd_recv_comm *rcv = srd_recv_comm(c);
+  rcv->cts_on_request = false; /* large messages again: post with the receive */
   struct srd_req *r = recv_for_seq(c, m->seq);
   if (r && !r->done && !r->cts_sent && !r->on_pending) srd_proto_post_cts(r);
+  /* Not posted yet: an eager message delivered meanwhile may set
+   * cts_on_request again, so the receive remembers it was asked for. */
+  if (!r && (int32_t)(m->seq - c->next_seq) >= 0) {
+    rcv->asked = true;
+    rcv->asked_seq = m->seq;
+  }
 }
 
 /* The sender closed after next_seq messages: receives beyond them can never
@@ -220,7 +227,10 @@ int srd_proto_irecv(struct srd_comm *c, int n, void **data, const size_t *sizes,
   }
   *out = r;
   if (r->done) return 0; /* everything came eagerly: no clear-to-send */
-  if (srd_recv_comm(c)->cts_on_request) return 0;
+  struct srd_recv_comm *rcv = srd_recv_comm(c);
+  bool asked = rcv->asked && rcv->asked_seq - r->seq < (uint32_t)n;
+  if (asked) rcv->asked = false;
+  if (rcv->cts_on_request && !asked) return 0;
   int rc = srd_proto_post_cts(r);
   return rc == SRD_AGAIN ? SRD_OK : rc;
 }

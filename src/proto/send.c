@@ -238,27 +238,27 @@ static size_t encode_rts(void *buf, size_t cap, const void *arg) {
 }
 
 /* The receiver posts its clear-to-sends only on request after a small
- * message (cts_on_request): ask at once after one, once per message. After a
- * large message it posts them with its receives: ask only when none came
- * within RTS_FALLBACK_US (an eager message delivered late, the transport
- * being unordered, may have switched the receiver back). */
+ * message (cts_on_request): ask at once after one. After a large message it
+ * posts them with its receives: ask only when none came within
+ * RTS_FALLBACK_US. Either way ask again every RTS_FALLBACK_US: the transport
+ * is unordered, and an eager message delivered after our request may have
+ * switched the receiver back. */
 #define RTS_FALLBACK_US 1000
 
 static void ask_for_cts(struct srd_comm *c, uint32_t k) {
   struct srd_send_comm *s = srd_send_comm(c);
-  if (s->rts_sent && s->rts_seq == k) return;
-  if (!s->last_eager) {
-    uint64_t now = srd_now_us();
-    if (!s->waiting || s->wait_seq != k) {
-      s->waiting = true;
-      s->wait_seq = k;
-      s->wait_since_us = now;
-    }
-    if (now - s->wait_since_us < RTS_FALLBACK_US) return;
+  uint64_t now = srd_now_us();
+  if (!s->waiting || s->wait_seq != k) {
+    s->waiting = true;
+    s->wait_seq = k;
+    s->wait_since_us = now;
+    s->asked = false;
   }
+  uint64_t due = s->asked ? s->asked_us + RTS_FALLBACK_US : s->last_eager ? now : s->wait_since_us + RTS_FALLBACK_US;
+  if (now < due) return;
   if (srd_comm_send_ctrl(c, FI_ADDR_UNSPEC, encode_rts, c, NULL) != SRD_OK) return; /* next call tries again */
-  s->rts_sent = true;
-  s->rts_seq = k;
+  s->asked = true;
+  s->asked_us = now;
 }
 
 int srd_proto_isend(struct srd_comm *c, const void *data, size_t size, int tag, struct srd_mr_ref *mr,

@@ -827,6 +827,72 @@ TEST_F(Proto, ClearToSendOnlyWhenAskedAfterSmallMessages) {
   srd_req_release(rr);
 }
 
+// An RTS that overtakes the eager message before it and arrives before its
+// own receive is posted: that eager message, delivered into a receive whose
+// clear-to-send went out after the RTS, sets cts_on_request again, yet the
+// receive the RTS named still posts its clear-to-send (it was asked for).
+TEST_F(Proto, RequestToSendBeforeItsReceiveIsRemembered) {
+  std::vector<char> small = pattern(100, 10), big = pattern(8192, 11), in1(8192), in2(8192);
+  Reg rs(small), rb(big), r1(in1), r2(in2);
+  Reg *regs1[] = {&r1}, *regs2[] = {&r2};
+  srd_req *rr = irecv(1, &in1, regs1, nullptr);
+  srd_req *sr = isend(small, rs, small.size(), 0);
+  deliver_and_complete_sends();
+  ASSERT_TRUE(rr->done && sr->done);
+  srd_req_release(sr);
+  srd_req_release(rr);
+
+  sr = isend(small, rs, small.size(), 0);
+  ASSERT_TRUE(sr);
+  EXPECT_EQ(nullptr, isend(big, rb, big.size(), 0, SRD_AGAIN));
+  ASSERT_EQ(2u, g.sends.size());
+  ASSERT_EQ(SRD_MSG_RTS, sent_type(1));
+  deliver_send(1); // the RTS first
+  complete_send(1);
+  rr = irecv(1, &in1, regs1, nullptr);
+  ASSERT_EQ(2u, g.sends.size()) << "after the RTS the receive posts its clear-to-send";
+  deliver_send(0); // then the eager message, into a receive whose clear-to-send went out
+  complete_send(0);
+  ASSERT_TRUE(rr->done && sr->done);
+  deliver_and_complete_sends();
+  srd_req_release(sr);
+  srd_req_release(rr);
+
+  srd_req *rr2 = irecv(1, &in2, regs2, nullptr);
+  ASSERT_EQ(1u, g.sends.size()) << "the receive the RTS named posts its clear-to-send";
+  deliver_and_complete_sends();
+  sr = isend(big, rb, big.size(), 0);
+  ASSERT_TRUE(sr);
+  while (!g.writes.empty()) {
+    deliver_write(0);
+    complete_write(0);
+  }
+  EXPECT_TRUE(rr2->done && sr->done);
+  EXPECT_EQ(big, in2);
+  srd_req_release(sr);
+  srd_req_release(rr2);
+}
+
+// The sender asks again while no clear-to-send comes.
+TEST_F(Proto, SenderAsksAgain) {
+  std::vector<char> small = pattern(100, 12), big = pattern(8192, 13);
+  Reg rs(small), rb(big);
+  srd_req *sr = isend(small, rs, small.size(), 0);
+  ASSERT_TRUE(sr);
+  complete_send(0);
+  srd_req_release(sr);
+  EXPECT_EQ(nullptr, isend(big, rb, big.size(), 0, SRD_AGAIN));
+  ASSERT_EQ(1u, g.sends.size()) << "asked at once after an eager message";
+  complete_send(0); // lost on the way, as far as this test cares
+  EXPECT_EQ(nullptr, isend(big, rb, big.size(), 0, SRD_AGAIN));
+  EXPECT_TRUE(g.sends.empty()) << "asked again at once";
+  usleep(5000);
+  EXPECT_EQ(nullptr, isend(big, rb, big.size(), 0, SRD_AGAIN));
+  ASSERT_EQ(1u, g.sends.size()) << "never asked again";
+  EXPECT_EQ(SRD_MSG_RTS, sent_type(0));
+  complete_send(0);
+}
+
 // After a large message (or on a fresh comm) the receiver posts its
 // clear-to-sends unasked: the sender asks only when none came for a while.
 TEST_F(Proto, SenderAsksLateAfterLargeMessages) {
