@@ -98,7 +98,9 @@ static int open_rails(struct srd_dev *dev, int lanes) {
  * the count, srd_net_init) before NCCL's bootstrap let any of them go on. */
 static int auto_threads(const struct srd_dev *dev) {
   if (!strcmp(dev->nics->nics[dev->group.rails[0]].info->fabric_attr->prov_name, "efa")) return 0;
-  int cpus = srd_cpus_available(), online = srd_cpus_online(), procs = srd_host_procs_count();
+  int fake = (int)srd_param_int(SRD_PARAM_TEST_CPUS);
+  int cpus = fake ? fake : srd_cpus_available(), online = fake ? fake : srd_cpus_online();
+  int procs = srd_host_procs_count();
   int t = srd_lanes_auto(cpus, online, procs);
   SRD_INFO(NCCL_INIT | NCCL_NET, "device %d: %d CPU(s) usable, %d online, %d process(es) of ours on the host: "
            "%d progress thread(s) per NIC, started on the first message of %zu bytes or more", dev->index, cpus,

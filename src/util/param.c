@@ -41,6 +41,8 @@ static const struct srd_param_desc table[SRD_PARAM_COUNT] = {
                                     "first large message; 0: none)"},
     [SRD_PARAM_GDR] = {"NCCL_SRD_GDR", 1, 0, 0, 0,
                        "GPU memory (GPUDirect RDMA): auto (when provider and CUDA allow), 0 (host only), 1 (required)"},
+    [SRD_PARAM_TEST_CPUS] = {"NCCL_SRD_TEST_CPUS", 0, 0, 0, 4096,
+                             "test mode: CPUs (online and usable) the automatic progress-thread count assumes"},
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;

@@ -11,6 +11,10 @@
  *     are completed by the caller's thread on both sides: the close log
  *     counts no request completed on a lane thread. A 4 MiB message then
  *     starts no threads anew (they run) and arrives intact.
+ *   lanes-lazy: NCCL_SRD_PROGRESS_THREADS unset, 64 CPUs assumed
+ *     (NCCL_SRD_TEST_CPUS): the device opens with lanes, but no thread runs
+ *     while only small messages (up to 64 KiB) went by; after a 1 MiB
+ *     message each way both sides run their threads, and data arrives intact.
  *   lanes-mixed: one side without threads (1 rail per NIC), the other with 3
  *     threads (4 lanes): the two rail counts map onto each other and data
  *     arrives intact in both directions. */
@@ -135,6 +139,37 @@ static int inline_small(int rank, int nranks, void *arg) {
   return 0;
 }
 
+static int lazy(int rank, int nranks, void *arg) {
+  (void)nranks;
+  unsetenv("NCCL_SRD_PROGRESS_THREADS");
+  ST_CHECK(setenv("NCCL_SRD_TEST_CPUS", "64", 1) == 0, "setenv failed");
+  st_setup(arg, st_version(VERSION));
+  void *comm = st_pair_comm(rank, 0, 1, SETUP_MS);
+  static const size_t small[] = {8, 8192, 64 << 10};
+  for (size_t i = 0; i < sizeof small / sizeof small[0]; i++) {
+    if (rank == 1) st_send_one(comm, small[i], 700 + i, (int)i, XFER_MS);
+    else st_recv_one(comm, small[i], 700 + i, (int)i, XFER_MS);
+  }
+  int nics = 0, threaded = 0, lanes = st_device_lanes(&nics, &threaded);
+  struct lane_usage u = lane_usage();
+  st_note("after small messages: %d lane(s) per NIC, %d lane thread(s)", lanes, u.threads);
+  ST_CHECK(lanes > 1, "64 CPUs assumed but the device opened with %d lane(s) per NIC", lanes);
+  ST_CHECK(u.threads == 0, "%d lane thread(s) run although no large message went by", u.threads);
+  st_barrier(SETUP_MS);
+  if (rank == 1) st_send_one(comm, 1 << 20, 710, 10, XFER_MS);
+  else st_recv_one(comm, 1 << 20, 710, 10, XFER_MS);
+  ST_NCCL(rank == 1 ? st_net_close_send(comm) : st_net_close_recv(comm));
+  one_way(rank, 1, 0, 800);
+  u = lane_usage();
+  st_note("after large messages: %d lane thread(s)", u.threads);
+  ST_CHECK(u.threads == (lanes - 1) * nics, "%d lane thread(s) after large messages; expected %d", u.threads,
+           (lanes - 1) * nics);
+  st_barrier(SETUP_MS);
+  ST_NCCL(st_net_finalize());
+  unsetenv("NCCL_SRD_TEST_CPUS");
+  return 0;
+}
+
 static int mixed(int rank, int nranks, void *arg) {
   (void)nranks;
   use_lanes(rank == 0 ? 0 : 3);
@@ -161,12 +196,14 @@ static int run2(const struct st_ctx *ctx, st_rank_fn fn) {
 static int case_running(const struct st_ctx *ctx) { return run2(ctx, running); }
 static int case_mixed(const struct st_ctx *ctx) { return run2(ctx, mixed); }
 static int case_inline(const struct st_ctx *ctx) { return run2(ctx, inline_small); }
+static int case_lazy(const struct st_ctx *ctx) { return run2(ctx, lazy); }
 
 int main(int argc, char **argv) {
   static const struct st_case cases[] = {
       {"lanes-running", case_running},
       {"lanes-mixed", case_mixed},
       {"lanes-inline", case_inline},
+      {"lanes-lazy", case_lazy},
   };
-  return st_main(argc, argv, cases, 3);
+  return st_main(argc, argv, cases, 4);
 }
