@@ -14,6 +14,13 @@ AC_DEFUN([SRD_COMPILER_FLAGS], [
   AS_IF([test "x$enable_sanitizers" = xyes],
         [SAN_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"])
   AS_IF([test "x$enable_tsan" = xyes], [SAN_FLAGS="-fsanitize=thread -fno-omit-frame-pointer"])
+  AC_ARG_ENABLE([hop-stats], [AS_HELP_STRING([--enable-hop-stats],
+                [benchmark build: count where a message's time goes on the proxy path (printed at exit)])],
+                [], [enable_hop_stats=no])
+  dnl On the command line, not in config.h: every source sees it, whether it includes config.h or not.
+  HOP_STATS_CPPFLAGS=
+  AS_IF([test "x$enable_hop_stats" = xyes], [HOP_STATS_CPPFLAGS=-DSRD_HOP_STATS])
+  AC_SUBST([HOP_STATS_CPPFLAGS])
   AM_CONDITIONAL([SANITIZED], [test "x$enable_sanitizers" = xyes || test "x$enable_tsan" = xyes])
   AC_SUBST([WARN_CFLAGS])
   AC_SUBST([SAN_FLAGS])

@@ -1,6 +1,6 @@
 # Internal convenience libraries, one per layer group; the plugin is their union.
 noinst_LTLIBRARIES += libsrd_util.la libsrd_core.la
-libsrd_util_la_SOURCES = src/util/log.c src/util/param.c src/util/sys.c src/util/cuda.c
+libsrd_util_la_SOURCES = src/util/log.c src/util/param.c src/util/sys.c src/util/cuda.c src/util/stats.c
 libsrd_util_la_LIBADD = -lpthread -ldl
 
 libsrd_core_la_SOURCES = \

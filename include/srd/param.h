@@ -22,8 +22,9 @@ enum srd_param {
   SRD_PARAM_TEST_REORDER,     /* bool: shuffle and delay completions (tests) */
   SRD_PARAM_TOPO_FILE,        /* string: hwloc XML to use instead of the machine */
   SRD_PARAM_TUNER_CONFIG,     /* string: tuner rule file */
-  SRD_PARAM_PROGRESS_THREADS, /* int: progress lanes (one thread each) per NIC; 0: NCCL's thread polls */
+  SRD_PARAM_PROGRESS_THREADS, /* int: progress threads per NIC (-1: automatic; 0: NCCL's thread polls) */
   SRD_PARAM_GDR,              /* string: GPU memory: auto, 0 (host only) or 1 (required) */
+  SRD_PARAM_TEST_CPUS,        /* int: CPUs the automatic lane count assumes (tests; 0: the machine's) */
   SRD_PARAM_COUNT
 };
 

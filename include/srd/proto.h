@@ -6,12 +6,16 @@
  * Progress and locking. dev->lock owns every rail's software state, every
  * comm and every request of the device; it is the only lock the protocol
  * knows. Without progress threads (NCCL_SRD_PROGRESS_THREADS=0) the caller's
- * thread polls the CQs inside srd_dev_progress. With N > 0 every NIC is opened
- * N times (lanes: rails of their own fabric, domain, AV, CQ and endpoints,
- * FI_THREAD_SAFE), and one thread per lane reaps its CQ without dev->lock (the
- * provider's socket copies happen there, on N cores at once), then takes
- * dev->lock only to dispatch what it reaped. Callers then never poll a CQ;
- * srd_dev_progress only posts what waits and runs the periodic checks.
+ * thread polls the CQs inside srd_dev_progress. With N > 0 progress threads
+ * every NIC is opened N + 1 times (lanes: rails of their own fabric, domain,
+ * AV, CQ and endpoints). Lane 0 stays with the caller's thread: control
+ * messages (eager data, clear-to-sends) and messages below the stripe
+ * threshold use only its paths, so a small message never waits on a thread.
+ * Lanes 1..N (FI_THREAD_SAFE) carry stripes of large messages; one thread per
+ * lane reaps its CQ without dev->lock (the provider's socket copies happen
+ * there, on N cores at once), then takes dev->lock only to dispatch what it
+ * reaped. Threads start at open when NCCL_SRD_PROGRESS_THREADS asks for them,
+ * otherwise on the device's first large message (srd_dev_want_lanes).
  * dev->wake_lock guards nothing but the sleep and wake-up of idle lanes; it
  * is never held together with dev->lock. */
 #ifndef SRD_PROTO_H
@@ -146,6 +150,8 @@ struct srd_comm {
   bool peer_closed;     /* the peer sent its close notice */
   uint32_t peer_final_seq; /* messages the closed peer sent (or received) */
   bool is_send, ready, closing;
+  atomic_bool large;    /* carried a message of at least the stripe threshold: its calls wake the lanes
+                         * (read before the lock is taken) */
   int result;           /* first error (enum srd_err); the comm fails fast after it */
   char error[256];
   int remote_rails, remote_eps;
@@ -165,6 +171,9 @@ struct srd_comm {
   uint64_t last_wait_ms; /* last isend that found no clear-to-send */
   uint64_t probe_refused_since_ms;
   uint64_t peer_gone_ms; /* shm: when a scan first found the peer's process gone */
+#ifdef SRD_HOP_STATS
+  uint64_t stat_wait_ns; /* first isend without a clear-to-send (hop statistics) */
+#endif
   /* Messages by path, logged at INFO when the comm closes: which path a
    * message took is otherwise invisible (users tuning NCCL_SRD_EAGER_MAX,
    * tests checking the eager boundary and striping). */
@@ -174,6 +183,7 @@ struct srd_comm {
     uint64_t writes;     /* RMA writes (stripes) posted or received */
     uint64_t resent;     /* stripes re-sent on another rail (sender) */
     uint64_t dropped;    /* second copies and late writes ignored (receiver) */
+    uint64_t by_lane;    /* requests completed on a lane thread (small messages never are) */
   } traffic;
   struct srd_req *reqs[SRD_REQS_PER_COMM]; /* requests in use, by slot */
   uint32_t next_seq;    /* the next message's sequence */
@@ -192,6 +202,11 @@ struct srd_comm {
 
 struct srd_send_comm {
   struct srd_comm base;
+  bool last_eager;      /* the last message went eagerly: the receiver waits to be asked */
+  bool waiting;         /* since wait_since_us for wait_seq's clear-to-send */
+  bool asked;           /* ... and asked for it (RTS) at asked_us */
+  uint32_t wait_seq;
+  uint64_t wait_since_us, asked_us;
   struct srd_cts_rec *cur;
   struct srd_cts_rec *cts[SRD_CTS_RECORDS]; /* NULL: free */
   int32_t sent_tag[SRD_SENT_TAGS];
@@ -201,6 +216,13 @@ struct srd_recv_comm {
   struct srd_comm base;
   struct srd_unexpected *unexpected;
   int nunexpected;      /* eager messages kept before their receive */
+  /* Receives post no clear-to-send until the sender asks (RTS): set when a
+   * message came eagerly although its clear-to-send had gone out (it was not
+   * needed), cleared by the next RTS. Saves a control message per small
+   * message; costs a large message after small ones one more trip. */
+  bool cts_on_request;
+  bool asked;           /* an RTS named asked_seq before its receive was posted: */
+  uint32_t asked_seq;   /* that receive posts its clear-to-send whatever cts_on_request says */
   uint8_t slot_uses[SRD_REQS_PER_COMM]; /* a late write cannot name a slot's next request */
 };
 
@@ -274,8 +296,12 @@ struct srd_dev {
   bool open;
   int nrails, neps, npaths;
   int nnics;            /* NICs of the group; rail i is lane i / nnics of NIC i % nnics */
-  int lanes_per_nic;
-  bool threaded;        /* lane threads poll the CQs; callers do not */
+  int lanes_per_nic;    /* lane 0 polled by the caller; the others get threads */
+  int inline_paths;     /* lane 0's paths (the first nnics rails): control and small messages */
+  bool threaded;        /* lane threads poll the CQs of lanes 1..; callers poll lane 0 */
+  bool want_lanes;      /* a large message went by: start the threads at the next progress */
+  bool lanes_failed;    /* a thread did not start: the caller keeps polling every lane */
+  unsigned lane_polls;  /* caller's polls of lane rails before their threads run */
   struct srd_rail_handlers handlers; /* what the rails call with a completion: the comm layer's dispatch */
   const struct srd_rail_ops *rail_ops;
   struct srd_rail *rails;
@@ -415,8 +441,23 @@ int srd_comm_probe_rail(struct srd_comm *c, int l);
 /* Free closed comms whose last operation completed; all of them when the
  * device's rails are gone (no completion can arrive any more). */
 void srd_dev_free_closed(struct srd_dev *dev, bool all);
-/* Start one progress thread per rail (src/proto/lanes.c). */
-void srd_dev_start_lanes(struct srd_dev *dev);
+/* Start one progress thread per rail of lanes 1.. (src/proto/lanes.c);
+ * locked: the caller holds dev->lock (released while a failed start stops
+ * the threads it made). */
+void srd_dev_start_lanes(struct srd_dev *dev, bool locked);
+/* Is this thread one of the lanes' (src/proto/lanes.c)? */
+bool srd_on_lane_thread(void);
+/* A message of at least the stripe threshold went by (lock held): start the
+ * lanes' threads, if the device has lanes, at the end of this progress step. */
+void srd_dev_want_lanes(struct srd_dev *dev);
+/* Does the caller's thread poll rail i (no lane thread reaps it)? */
+static inline bool srd_dev_caller_polls(const struct srd_dev *dev, int i) { return !dev->threaded || i < dev->nnics; }
+/* Progress threads per NIC when NCCL_SRD_PROGRESS_THREADS is unset: each of
+ * procs processes of ours on a host of online CPUs gets its share of them (at
+ * most the cpus it may run on); NCCL's proxy thread and the rank's own thread
+ * keep two, the rest become lanes, at most SRD_AUTO_LANES_MAX. */
+#define SRD_AUTO_LANES_MAX 4
+int srd_lanes_auto(int cpus, int online, int procs);
 
 /* Control messages to the peer of c (src/proto/ctrl.c). The encoder writes
  * the message into buf (cap bytes) and returns its length, 0 when it does not
@@ -449,6 +490,7 @@ void srd_proto_repost_cts(struct srd_comm *c);
 /* Free the re-sent stripes' descriptors (device close, rails closed). */
 void srd_dev_free_resends(struct srd_dev *dev);
 void srd_proto_on_bye(struct srd_comm *c, const struct srd_msg_bye *m);
+void srd_proto_on_rts(struct srd_comm *c, const struct srd_msg_rts *m);
 /* Make the data received into GPU buffers (NCCL's iflush) visible to the GPU
  * (src/proto/flush.c). *req NULL: nothing to wait for (the device needs no
  * flush, no buffer has bytes, or the driver flushed at once); otherwise a

@@ -11,5 +11,24 @@ uint64_t srd_now_us(void);
 uint64_t srd_random64(void);
 /* CPUs this process may run on, 0 when unknown. */
 int srd_cpus_available(void);
+/* 32 bits of our pid namespace's inode (0 when unknown): names in a /dev/shm
+ * that containers may share say in which namespace their pid means something. */
+uint32_t srd_pid_ns_tag(void);
+/* CPUs of the host that are online, 0 when unknown. */
+int srd_cpus_online(void);
+
+/* Processes of this user on this host that loaded the plugin, so that each
+ * can size its progress lanes to its share of the cores (the plugin sets no
+ * environment). Each process keeps an empty file, SRD_HOST_PROCS_DIR/
+ * SRD_HOST_PROCS_PREFIX<uid>.<pid namespace tag>.<pid>, from
+ * srd_host_procs_join until it exits; files of our namespace's processes that
+ * died are removed by the next count (another namespace's count as live). */
+#define SRD_HOST_PROCS_DIR "/dev/shm"
+#define SRD_HOST_PROCS_PREFIX "nccl-srd-proc."
+void srd_host_procs_join(void);
+/* Live processes counted in SRD_HOST_PROCS_DIR, at least 1. */
+int srd_host_procs_count(void);
+/* The same in dir (tests). */
+int srd_host_procs_count_in(const char *dir);
 
 #endif

@@ -60,6 +60,7 @@ enum srd_msg_type {
   SRD_MSG_PING,       /* either way: liveness probe, no answer */
   SRD_MSG_BYE,        /* either way: the comm closed after next_seq messages */
   SRD_MSG_RAIL,       /* either way: the sender's rail went down or came back */
+  SRD_MSG_RTS,        /* sender -> receiver: a message that cannot go eagerly waits for seq's clear-to-send */
 };
 
 struct srd_msg_peer { /* HELLO and ACCEPT */
@@ -109,6 +110,10 @@ struct srd_msg_rail {
   uint8_t stale; /* down: writes of ours were in flight on it (their bytes may still land) */
 };
 
+struct srd_msg_rts {
+  uint32_t seq;
+};
+
 /* Every header carries the destination comm's token, a random number that
  * comm chose and told its peer in the hello or the answer (0 in a hello: the
  * listener's cookie stands for it). A message whose token is not its
@@ -124,6 +129,7 @@ struct srd_msg {
     struct srd_msg_trunc trunc;
     struct srd_msg_bye bye;
     struct srd_msg_rail rail;
+    struct srd_msg_rts rts;
   } u;
 };
 
@@ -140,6 +146,7 @@ size_t srd_msg_encode_trunc(void *buf, size_t cap, uint32_t dst_comm, uint32_t s
 size_t srd_msg_encode_ping(void *buf, size_t cap, uint32_t dst_comm);
 size_t srd_msg_encode_bye(void *buf, size_t cap, uint32_t dst_comm, uint32_t next_seq);
 size_t srd_msg_encode_rail(void *buf, size_t cap, uint32_t dst_comm, const struct srd_msg_rail *m);
+size_t srd_msg_encode_rts(void *buf, size_t cap, uint32_t dst_comm, uint32_t seq);
 
 /* Encoders write token 0; the sender stamps the peer's token into the
  * encoded message (srd_comm_send_ctrl). */

@@ -13,9 +13,10 @@ static void send_bye(struct srd_comm *c) { srd_comm_send_ctrl(c, FI_ADDR_UNSPEC,
 void srd_comm_close(struct srd_comm *c) {
   struct srd_dev *dev = c->dev;
   if (c->ready)
-    SRD_INFO(NCCL_NET, "%s comm %#x closed: %llu eager message(s), %llu by RMA write in %llu write(s)",
-             c->is_send ? "send" : "recv", c->id, (unsigned long long)c->traffic.eager,
-             (unsigned long long)c->traffic.rendezvous, (unsigned long long)c->traffic.writes);
+    SRD_INFO(NCCL_NET, "%s comm %#x closed: %llu eager message(s), %llu by RMA write in %llu write(s), "
+             "%llu request(s) completed on a lane thread", c->is_send ? "send" : "recv", c->id,
+             (unsigned long long)c->traffic.eager, (unsigned long long)c->traffic.rendezvous,
+             (unsigned long long)c->traffic.writes, (unsigned long long)c->traffic.by_lane);
   if (c->ready && !c->result && !c->peer_closed) send_bye(c);
   c->closing = true;
   c->magic = 0; /* NCCL's handle is dead from here on, even if the memory waits on the provider */

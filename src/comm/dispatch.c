@@ -120,6 +120,9 @@ static void deliver(struct srd_comm *c, const struct srd_msg *msg) {
   case SRD_MSG_RAIL:
     srd_proto_on_rail(c, &m.u.rail);
     break;
+  case SRD_MSG_RTS:
+    if (!c->is_send) srd_proto_on_rts(c, &m.u.rts);
+    break;
   default:
     break;
   }

@@ -16,6 +16,8 @@
 #include "srd/gdr.h"
 #include "srd/log.h"
 #include "srd/param.h"
+#include "srd/stats.h"
+#include "srd/sys.h"
 
 static struct {
   pthread_mutex_t lock; /* init/fini and lazy device opening */
@@ -67,10 +69,16 @@ static int mr_reg(void *arg, void *base, size_t len, int type, int cuda_dev, uns
   return 0;
 }
 
-/* Every entry from NCCL takes the device lock; with progress lanes it also
- * tells them NCCL is active, so they keep polling instead of sleeping. */
-static void enter_dev(struct srd_dev *dev) {
-  srd_dev_kick(dev);
+/* Every entry from NCCL takes the device lock. A call about a comm that
+ * carries large messages also wakes the lanes (their data arrives on them);
+ * the other calls leave sleeping lanes alone. */
+static void enter_dev(struct srd_dev *dev, bool kick) {
+  if (kick) srd_dev_kick(dev);
+#ifdef SRD_HOP_STATS
+  SRD_STAT(SRD_STAT_LOCK);
+  if (!pthread_mutex_trylock(&dev->lock)) return;
+  SRD_STAT(SRD_STAT_LOCK_WAITED);
+#endif
   pthread_mutex_lock(&dev->lock);
 }
 
@@ -137,8 +145,12 @@ ncclResult_t srd_net_init(ncclDebugLogger_t logger) {
   if (logger) srd_log_set_logger(logger);
   pthread_mutex_lock(&g.lock);
   int rc = g.devs ? SRD_OK : setup_devices();
-  if (rc) teardown_devices();
-  else g.refs++;
+  if (rc) {
+    teardown_devices();
+  } else {
+    g.refs++;
+    srd_host_procs_join(); /* counted by the other processes' lane sizing */
+  }
   pthread_mutex_unlock(&g.lock);
   return to_nccl(rc);
 }
@@ -199,7 +211,7 @@ ncclResult_t srd_net_listen(int d, void *handle, void **listen_comm) {
   struct srd_dev *dev;
   int rc = open_dev(d, &dev);
   if (rc) return to_nccl(rc);
-  enter_dev(dev);
+  enter_dev(dev, false);
   rc = srd_listen(dev, handle, (struct srd_listener **)listen_comm);
   pthread_mutex_unlock(&dev->lock);
   return to_nccl(rc);
@@ -212,7 +224,7 @@ ncclResult_t srd_net_connect(int d, void *handle, void **send_comm) {
   struct srd_dev *dev;
   int rc = open_dev(d, &dev);
   if (rc) return to_nccl(rc);
-  enter_dev(dev);
+  enter_dev(dev, false);
   rc = srd_connect(dev, handle, (struct srd_comm **)send_comm);
   pthread_mutex_unlock(&dev->lock);
   return to_nccl(rc);
@@ -222,7 +234,7 @@ ncclResult_t srd_net_accept(void *listen_comm, void **recv_comm) {
   struct srd_listener *l = listen_comm;
   if (!l || !recv_comm) return ncclInvalidArgument;
   *recv_comm = NULL;
-  enter_dev(l->dev);
+  enter_dev(l->dev, false);
   if (l->magic != SRD_LISTENER_MAGIC) {
     pthread_mutex_unlock(&l->dev->lock);
     SRD_WARN("accept on listener %p, which is closed", listen_comm);
@@ -298,7 +310,9 @@ static int usable_mr(struct srd_comm *c, void *mhandle, unsigned access) {
 ncclResult_t srd_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void **request) {
   struct srd_comm *c = send_comm;
   if (!c || !request || !srd_comm_usable(c, true) || usable_mr(c, mhandle, SRD_MR_SEND)) return ncclInvalidArgument;
-  enter_dev(c->dev);
+  SRD_STAT(SRD_STAT_ISEND);
+  SRD_STAT_T0(t0);
+  enter_dev(c->dev, atomic_load_explicit(&c->large, memory_order_relaxed));
   int rc = srd_proto_isend(c, data, size, tag, mhandle, (struct srd_req **)request);
   if (rc == SRD_AGAIN) {
     /* No clear-to-send yet: reap what arrived and look once more. */
@@ -306,6 +320,7 @@ ncclResult_t srd_net_isend(void *send_comm, void *data, size_t size, int tag, vo
     rc = srd_proto_isend(c, data, size, tag, mhandle, (struct srd_req **)request);
   }
   pthread_mutex_unlock(&c->dev->lock);
+  SRD_STAT_SINCE(SRD_STAT_NS_IN_CALLS, t0);
   return to_nccl(rc);
 }
 
@@ -315,9 +330,12 @@ ncclResult_t srd_net_irecv(void *recv_comm, int n, void **data, const size_t *si
   if (!c || !request || !data || !sizes || !mhandles || !srd_comm_usable(c, false)) return ncclInvalidArgument;
   for (int i = 0; i < n && i < SRD_MAX_RECVS; i++)
     if (usable_mr(c, mhandles[i], SRD_MR_RECV)) return ncclInvalidArgument;
-  enter_dev(c->dev);
+  SRD_STAT(SRD_STAT_IRECV);
+  SRD_STAT_T0(t0);
+  enter_dev(c->dev, atomic_load_explicit(&c->large, memory_order_relaxed));
   int rc = srd_proto_irecv(c, n, data, sizes, tags, (struct srd_mr_ref **)mhandles, (struct srd_req **)request);
   pthread_mutex_unlock(&c->dev->lock);
+  SRD_STAT_SINCE(SRD_STAT_NS_IN_CALLS, t0);
   return to_nccl(rc);
 }
 
@@ -326,7 +344,7 @@ ncclResult_t srd_net_iflush(void *recv_comm, int n, void **data, const int *size
   if (!c || c->is_send || !request || (n > 0 && (!data || !mhandles))) return ncclInvalidArgument;
   *request = NULL;
   if (n < 1 || n > SRD_MAX_RECVS) return n == 0 ? ncclSuccess : ncclInvalidArgument;
-  enter_dev(c->dev);
+  enter_dev(c->dev, atomic_load_explicit(&c->large, memory_order_relaxed));
   int rc = srd_proto_iflush(c, n, data, sizes, (struct srd_mr_ref **)mhandles, (struct srd_req **)request);
   pthread_mutex_unlock(&c->dev->lock);
   return to_nccl(rc);
@@ -343,17 +361,22 @@ ncclResult_t srd_net_test(void *request, int *done, int *sizes) {
   }
   struct srd_comm *c = r->comm;
   struct srd_dev *dev = c->dev;
+  SRD_STAT(SRD_STAT_TEST);
+  SRD_STAT_T0(t0);
   if (dev->threaded) {
-    srd_dev_kick(dev);
+    if (!r->done && atomic_load_explicit(&c->large, memory_order_relaxed)) srd_dev_kick(dev);
     /* A lane holds the lock while it delivers completions: this request's
      * answer can wait for the next call instead of this thread. */
     if (pthread_mutex_trylock(&dev->lock)) {
+      SRD_STAT(SRD_STAT_TEST_BUSY);
       *done = 0;
       return ncclSuccess;
     }
   } else {
     pthread_mutex_lock(&dev->lock);
   }
+  /* Lane 0 (control messages, small messages) is polled here, by NCCL's
+   * thread, whether lane threads run or not. */
   if (!r->done) srd_dev_progress(dev);
   if (!r->done && c->result) srd_req_finish(r, c->result);
   *done = r->done;
@@ -367,8 +390,10 @@ ncclResult_t srd_net_test(void *request, int *done, int *sizes) {
         sizes[0] = clamp_int(r->size);
     }
     srd_req_release(r);
+    SRD_STAT(SRD_STAT_TEST_DONE);
   }
   pthread_mutex_unlock(&dev->lock);
+  SRD_STAT_SINCE(SRD_STAT_NS_IN_CALLS, t0);
   return to_nccl(rc);
 }
 

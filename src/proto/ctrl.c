@@ -1,5 +1,6 @@
-/* Control messages to a comm's peer: take a buffer on the next usable path,
- * let the caller's encoder fill it, post. One place for the buffer's life:
+/* Control messages to a comm's peer: take a buffer on the next usable path
+ * of lane 0 (the caller's thread polls those, so no control message waits on
+ * a lane thread), let the caller's encoder fill it, post. One place for the buffer's life:
  * given back when nothing was posted, by ctrl_done when the send completes.
  * With failover a message that failed on one rail goes again on another. */
 #include <stdio.h>
@@ -32,9 +33,9 @@ static int post(struct srd_comm *c, int path, fi_addr_t dest, struct srd_rail_bu
   return SRD_OK;
 }
 
-/* The next path of c that failover allows; -1 when none. */
+/* The next path of lane 0 that failover allows; -1 when none. */
 static int next_path(struct srd_comm *c) {
-  int path = srd_sched_pick(c->dev->npaths, srd_comm_usable_paths(c), c->ctrl_cursor);
+  int path = srd_sched_pick(c->dev->inline_paths, srd_comm_usable_paths(c), c->ctrl_cursor);
   if (path >= 0) c->ctrl_cursor++;
   return path;
 }
@@ -93,11 +94,11 @@ static int send_on(struct srd_comm *c, int path, fi_addr_t dest, srd_ctrl_encode
 int srd_comm_send_ctrl(struct srd_comm *c, fi_addr_t dest, srd_ctrl_encoder encode, const void *arg,
                        struct srd_req *req) {
   /* To an explicit address (the handshake): rail 0, endpoint 0, the address
-   * the peer's handle names. Otherwise the usable paths take turns. */
+   * the peer's handle names. Otherwise the usable paths of lane 0 take turns. */
   if (dest != FI_ADDR_UNSPEC) return send_on(c, 0, dest, encode, arg, req, ctrl_done);
-  int path = (int)(c->ctrl_cursor % (unsigned)c->dev->npaths);
+  int path = (int)(c->ctrl_cursor % (unsigned)c->dev->inline_paths);
   if (c->dev->failover) {
-    path = srd_sched_pick(c->dev->npaths, srd_comm_usable_paths(c), c->ctrl_cursor);
+    path = srd_sched_pick(c->dev->inline_paths, srd_comm_usable_paths(c), c->ctrl_cursor);
     if (path < 0) {
       srd_comm_fail_no_rail(c);
       return c->result;

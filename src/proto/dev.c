@@ -10,6 +10,7 @@
 #include "srd/log.h"
 #include "srd/param.h"
 #include "srd/proto.h"
+#include "srd/stats.h"
 #include "srd/sys.h"
 
 #define POLL_BUDGET 64
@@ -59,8 +60,10 @@ static void close_rails(struct srd_dev *dev) {
 }
 
 /* Rail i is lane i / nnics of NIC i % nnics: a peer with another lane count
- * maps rail i to its rail i mod n, which is then on the same NIC index. */
-static int open_rails(struct srd_dev *dev, int lanes, bool thread_safe) {
+ * maps rail i to its rail i mod n, which is then on the same NIC index (and
+ * our lane 0 on its lane 0). Lane 0 is only ever polled under dev->lock; the
+ * other lanes are reaped by their threads beside it (thread-safe domains). */
+static int open_rails(struct srd_dev *dev, int lanes) {
   dev->nrails = dev->nnics * lanes;
   dev->rails = calloc((size_t)dev->nrails, sizeof(*dev->rails));
   if (!dev->rails) return -FI_ENOMEM;
@@ -73,8 +76,8 @@ static int open_rails(struct srd_dev *dev, int lanes, bool thread_safe) {
     if (dev->gdr.gpu && !hmem)
       SRD_WARN("device %d: %s no longer offers FI_HMEM", dev->index, nic->name);
     else
-      rc = srd_rail_open(&dev->rails[i], i, hmem ? hmem : nic->info, dev->neps, ctrl_buf_size(dev), thread_safe,
-                         &dev->handlers);
+      rc = srd_rail_open(&dev->rails[i], i, hmem ? hmem : nic->info, dev->neps, ctrl_buf_size(dev),
+                         i >= dev->nnics, &dev->handlers);
     if (hmem) fi_freeinfo(hmem);
     if (rc) {
       dev->nrails = i;
@@ -83,28 +86,45 @@ static int open_rails(struct srd_dev *dev, int lanes, bool thread_safe) {
     }
     SRD_INFO(NCCL_INIT | NCCL_NET, "device %d rail %d: %s lane %d (%d Mbps, PCI %s, NUMA %d), %d endpoint(s)%s%s",
              dev->index, i, nic->name, i / dev->nnics, nic->speed_mbps, nic->pci_bus_id[0] ? nic->pci_bus_id : "none",
-             nic->numa, dev->neps, thread_safe ? ", thread-safe domain" : "", dev->gdr.gpu ? ", FI_HMEM" : "");
+             nic->numa, dev->neps, i >= dev->nnics ? ", thread-safe domain" : "", dev->gdr.gpu ? ", FI_HMEM" : "");
   }
   dev->lanes_per_nic = lanes;
   return 0;
+}
+
+/* Threads per NIC with NCCL_SRD_PROGRESS_THREADS unset. efa needs none:
+ * the NIC moves the data. The count of our processes is read here, when NCCL
+ * first listens or connects: every local rank loaded the plugin (and joined
+ * the count, srd_net_init) before NCCL's bootstrap let any of them go on. */
+static int auto_threads(const struct srd_dev *dev) {
+  if (!strcmp(dev->nics->nics[dev->group.rails[0]].info->fabric_attr->prov_name, "efa")) return 0;
+  int fake = (int)srd_param_int(SRD_PARAM_TEST_CPUS);
+  int cpus = fake ? fake : srd_cpus_available(), online = fake ? fake : srd_cpus_online();
+  int procs = srd_host_procs_count();
+  int t = srd_lanes_auto(cpus, online, procs);
+  SRD_INFO(NCCL_INIT | NCCL_NET, "device %d: %d CPU(s) usable, %d online, %d process(es) of ours on the host: "
+           "%d progress thread(s) per NIC, started on the first message of %zu bytes or more", dev->index, cpus,
+           online, procs, t, dev->sched.threshold);
+  return t;
 }
 
 int srd_dev_open(struct srd_dev *dev) {
   dev->neps = (int)srd_param_int(SRD_PARAM_EPS_PER_RAIL);
   dev->eager_max = (size_t)srd_param_int(SRD_PARAM_EAGER_MAX);
   dev->nnics = dev->group.nrails;
-  int want = (int)srd_param_int(SRD_PARAM_PROGRESS_THREADS);
-  int lanes = want ? lanes_that_fit(want, dev->nnics, dev->neps) : 1;
-  if (lanes != (want ? want : 1))
-    SRD_WARN("device %d: NCCL_SRD_PROGRESS_THREADS=%d with %d NIC(s) x %d endpoint(s) exceeds %d rails or %d paths; "
+  dev->sched.threshold = (size_t)srd_param_int(SRD_PARAM_STRIPE_THRESHOLD);
+  int set = (int)srd_param_int(SRD_PARAM_PROGRESS_THREADS);
+  int want = set >= 0 ? set : auto_threads(dev);
+  int lanes = want ? lanes_that_fit(want + 1, dev->nnics, dev->neps) : 1;
+  if (lanes != want + 1)
+    SRD_WARN("device %d: %d progress thread(s) per NIC with %d NIC(s) x %d endpoint(s) exceed %d rails or %d paths; "
              "using %d lane(s) per NIC", dev->index, want, dev->nnics, dev->neps, SRD_MAX_RAILS, SRD_MAX_PATHS, lanes);
   if (srd_dev_comms_init(dev)) return SRD_ERR_SYSTEM;
-  int rc = open_rails(dev, lanes, want > 0);
-  if (rc && want > 0) {
-    SRD_WARN("device %d: cannot open %d thread-safe lane(s) per NIC (%s); progress threads off", dev->index, lanes,
+  int rc = open_rails(dev, lanes);
+  if (rc && lanes > 1) {
+    SRD_WARN("device %d: cannot open %d lane(s) per NIC (%s); progress threads off", dev->index, lanes,
              fi_strerror(-rc));
-    want = 0;
-    rc = open_rails(dev, 1, false);
+    rc = open_rails(dev, 1);
   }
   if (rc) {
     srd_dev_comms_fini(dev);
@@ -114,23 +134,22 @@ int srd_dev_open(struct srd_dev *dev) {
   for (int i = 0; i < dev->nrails; i++)
     if (dev->rails[i].max_write < max_write) max_write = dev->rails[i].max_write;
   dev->npaths = dev->nrails * dev->neps;
+  dev->inline_paths = dev->nnics * dev->neps;
   dev->host_local = !strcmp(dev->rails[0].info->fabric_attr->prov_name, "shm");
   if (dev->host_local) srd_rail_remove_dead_regions();
-  dev->sched.npaths = dev->npaths;
-  dev->sched.threshold = (size_t)srd_param_int(SRD_PARAM_STRIPE_THRESHOLD);
+  /* Until lane threads run, stripes stay on lane 0 (the other lanes are
+   * polled only now and then). */
+  dev->sched.npaths = dev->inline_paths;
   dev->sched.min_stripe = (size_t)srd_param_int(SRD_PARAM_MIN_STRIPE);
   dev->sched.max_write = max_write;
   dev->next_listener_id = (uint32_t)srd_random64();
   srd_dev_failover_init(dev);
-  if (want > 0) srd_dev_start_lanes(dev);
+  /* Asked for explicitly: the threads run from the start. */
+  if (set > 0 && dev->lanes_per_nic > 1) srd_dev_start_lanes(dev, false);
   SRD_INFO(NCCL_INIT | NCCL_NET, "device %d: %d NIC(s) x %d lane(s) = %d rail(s), %d endpoint(s) each, %d path(s); "
            "completions polled by %s", dev->index, dev->nnics, dev->lanes_per_nic, dev->nrails, dev->neps,
-           dev->npaths, dev->threaded ? "one thread per lane" : "the caller's thread");
-  /* Over kernel TCP one polling thread caps bandwidth near 3 GB/s (BENCHMARKS.md). */
-  if (!dev->threaded && !strncmp(dev->rails[0].info->fabric_attr->prov_name, "tcp", 3) && srd_cpus_available() >= 8)
-    SRD_INFO(NCCL_INIT | NCCL_NET, "device %d: tcp with %d CPU(s): NCCL_SRD_PROGRESS_THREADS=4 spreads the socket "
-             "copies over 4 threads (2.3x all_reduce bandwidth measured with cores to spare)", dev->index,
-             srd_cpus_available());
+           dev->npaths, dev->threaded ? "the caller's thread on lane 0 and one thread per other lane"
+           : dev->lanes_per_nic > 1 ? "the caller's thread until the first large message" : "the caller's thread");
   dev->open = true;
   return SRD_OK;
 }
@@ -155,7 +174,17 @@ void srd_dev_fini(struct srd_dev *dev) {
   pthread_mutex_destroy(&dev->lock);
 }
 
+void srd_dev_want_lanes(struct srd_dev *dev) {
+  if (!dev->threaded && !dev->lanes_failed && dev->lanes_per_nic > 1) dev->want_lanes = true;
+}
+
 void srd_dev_progress_without_cqs(struct srd_dev *dev) {
+  /* Here, not where the large message was seen: no thread may start on a
+   * rail the caller is still reaping. */
+  if (dev->want_lanes) {
+    dev->want_lanes = false;
+    if (!dev->threaded) srd_dev_start_lanes(dev, true);
+  }
   if (dev->pending_head) srd_proto_post_pending(dev);
   uint64_t now = srd_now_ms();
   if (now - dev->last_scan_ms >= SCAN_INTERVAL_MS) {
@@ -166,13 +195,21 @@ void srd_dev_progress_without_cqs(struct srd_dev *dev) {
   }
 }
 
+/* Lanes whose threads have not started carry nothing of ours; a peer whose
+ * threads run may stripe onto them, so the caller looks at them every
+ * LANE_POLL_EVERY steps, and what it finds there starts the threads. */
+#define LANE_POLL_EVERY 32
+
 void srd_dev_progress(struct srd_dev *dev) {
-  if (!dev->threaded)
-    for (int i = 0; i < dev->nrails; i++) {
-      if (!srd_rail_polled(dev, i)) continue;
-      int rc = dev->rail_ops->poll(&dev->rails[i], POLL_BUDGET);
-      if (rc < 0) dev->rails[i].failed = 1;
-    }
+  bool lanes_too = !dev->threaded && dev->nrails > dev->nnics && dev->lane_polls++ % LANE_POLL_EVERY == 0;
+  int end = lanes_too ? dev->nrails : dev->nnics;
+  for (int i = 0; i < end; i++) {
+    if (!srd_rail_polled(dev, i)) continue;
+    SRD_STAT(SRD_STAT_CQ_BY_CALLER);
+    int rc = dev->rail_ops->poll(&dev->rails[i], POLL_BUDGET);
+    if (rc < 0) dev->rails[i].failed = 1;
+    else if (rc > 0 && i >= dev->nnics) srd_dev_want_lanes(dev);
+  }
   srd_dev_progress_without_cqs(dev);
 }
 

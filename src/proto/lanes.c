@@ -1,6 +1,6 @@
-/* Progress lanes: one thread per rail reaps its CQ without the device lock
- * and takes the lock only to dispatch; idle lanes sleep until an entry point
- * wakes them. */
+/* Progress lanes: lane 0 stays with the caller; one thread per rail of the
+ * other lanes reaps its CQ without the device lock and takes the lock only to
+ * dispatch; idle lanes sleep until a call about a large message wakes them. */
 #define _GNU_SOURCE /* pthread_timedjoin_np, pthread_setname_np */
 #include <pthread.h>
 #include <sched.h>
@@ -14,12 +14,18 @@
 
 #include "srd/log.h"
 #include "srd/proto.h"
+#include "srd/stats.h"
 #include "srd/sys.h"
+
+static _Thread_local bool on_lane;
+
+bool srd_on_lane_thread(void) { return on_lane; }
 
 void srd_dev_kick(struct srd_dev *dev) {
   if (!dev->threaded) return;
   atomic_fetch_add(&dev->activity, 1);
   if (atomic_load(&dev->sleepers) == 0) return;
+  SRD_STAT(SRD_STAT_KICK_SIGNAL);
   pthread_mutex_lock(&dev->wake_lock);
   pthread_cond_broadcast(&dev->wake);
   pthread_mutex_unlock(&dev->wake_lock);
@@ -69,8 +75,10 @@ static void lane_sleep(struct srd_dev *dev, unsigned seen, long us) {
   atomic_fetch_add(&dev->sleepers, 1);
   /* A kick either sees us counted (and signals under wake_lock, after we
    * wait) or bumped activity before we look here. */
-  if (atomic_load(&dev->activity) == seen && !atomic_load(&dev->stop))
-    pthread_cond_timedwait(&dev->wake, &dev->wake_lock, &until);
+  SRD_STAT(SRD_STAT_LANE_SLEEP);
+  if (atomic_load(&dev->activity) == seen && !atomic_load(&dev->stop) &&
+      pthread_cond_timedwait(&dev->wake, &dev->wake_lock, &until) == 0)
+    SRD_STAT(SRD_STAT_LANE_WOKEN);
   atomic_fetch_sub(&dev->sleepers, 1);
   pthread_mutex_unlock(&dev->wake_lock);
 }
@@ -85,6 +93,7 @@ static void lane_idle(struct srd_dev *dev, struct lane_idle *st) {
     st->sleep_us = LANE_SLEEP_MIN_US;
   }
   if (now - st->quiet_since_us < LANE_QUIET_US) {
+    SRD_STAT(SRD_STAT_LANE_YIELD);
     sched_yield();
     return;
   }
@@ -128,6 +137,7 @@ static void *lane_main(void *arg) {
   struct srd_rail_batch b;
   struct lane_idle idle = {0, 0, srd_now_us(), LANE_SLEEP_MIN_US};
   uint64_t refused_since_us = 0;
+  on_lane = true;
   while (!atomic_load_explicit(&dev->stop, memory_order_acquire)) {
     if (atomic_load(&lane->paused)) {
       sleep_us(LANE_FAILED_SLEEP_US);
@@ -177,27 +187,37 @@ static void *lane_main(void *arg) {
   return NULL;
 }
 
-/* Lanes pay off only with cores to run on: each polls without pause while
- * the process is busy. */
-static void warn_if_few_cpus(const struct srd_dev *dev) {
-  int cpus = srd_cpus_available();
-  if (cpus && dev->nrails + 1 > cpus)
-    SRD_WARN("device %d: %d progress threads and NCCL's proxy thread share %d CPU(s): they compete for cores "
-             "(lower bandwidth, much higher latency); NCCL_SRD_PROGRESS_THREADS=0 polls from NCCL's thread instead",
-             dev->index, dev->nrails, cpus);
+int srd_lanes_auto(int cpus, int online, int procs) {
+  if (procs < 1) procs = 1;
+  int share = online > 0 ? online / procs : cpus;
+  if (cpus > 0 && cpus < share) share = cpus;
+  int t = share - 2;
+  return t < 0 ? 0 : t > SRD_AUTO_LANES_MAX ? SRD_AUTO_LANES_MAX : t;
 }
 
-void srd_dev_start_lanes(struct srd_dev *dev) {
+/* Lanes pay off only with cores to run on: each polls without pause while
+ * the process moves large messages. */
+static void warn_if_few_cpus(const struct srd_dev *dev) {
+  int cpus = srd_cpus_available(), threads = dev->nrails - dev->nnics;
+  if (cpus && threads + 1 > cpus)
+    SRD_WARN("device %d: %d progress threads and NCCL's proxy thread share %d CPU(s): they compete for cores "
+             "(lower bandwidth); NCCL_SRD_PROGRESS_THREADS=0 polls from NCCL's thread instead",
+             dev->index, threads, cpus);
+}
+
+void srd_dev_start_lanes(struct srd_dev *dev, bool locked) {
+  if (dev->nrails <= dev->nnics) return;
   warn_if_few_cpus(dev);
   dev->lanes = calloc((size_t)dev->nrails, sizeof(*dev->lanes));
   if (!dev->lanes) {
     SRD_WARN("device %d: out of memory for progress lanes; progress threads off", dev->index);
+    dev->lanes_failed = true;
     return;
   }
   atomic_store(&dev->stop, false);
   dev->lanes_pid = getpid();
-  dev->threaded = true; /* before the first lane runs: callers stop polling */
-  for (int i = 0; i < dev->nrails; i++) {
+  dev->threaded = true; /* before the first lane runs: callers stop polling its rail */
+  for (int i = dev->nnics; i < dev->nrails; i++) {
     struct srd_lane *lane = &dev->lanes[i];
     lane->dev = dev;
     lane->rail = &dev->rails[i];
@@ -206,14 +226,22 @@ void srd_dev_start_lanes(struct srd_dev *dev) {
     if (rc) {
       SRD_WARN("device %d: cannot start the progress thread of rail %d: %s; progress threads off", dev->index, i,
                strerror(rc));
+      dev->lanes_failed = true;
+      /* The lanes already running may wait for the lock to dispatch. */
+      if (locked) pthread_mutex_unlock(&dev->lock);
       srd_dev_stop_lanes(dev);
+      if (locked) pthread_mutex_lock(&dev->lock);
       return;
     }
     lane->running = true;
     char name[16];
     snprintf(name, sizeof(name), "srd-d%d-r%d", dev->index, i);
     pthread_setname_np(lane->thread, name);
+    SRD_STAT(SRD_STAT_LANES_STARTED);
   }
+  /* Large messages now stripe over every lane. */
+  dev->sched.npaths = dev->npaths;
+  SRD_INFO(NCCL_INIT | NCCL_NET, "device %d: %d progress thread(s) started", dev->index, dev->nrails - dev->nnics);
 }
 
 #define LANE_JOIN_TIMEOUT_S 5
@@ -247,5 +275,6 @@ bool srd_dev_stop_lanes(struct srd_dev *dev) {
   free(dev->lanes);
   dev->lanes = NULL;
   dev->threaded = false;
+  dev->sched.npaths = dev->inline_paths;
   return true;
 }

@@ -5,6 +5,7 @@
 
 #include "srd/log.h"
 #include "srd/proto.h"
+#include "srd/stats.h"
 
 static void entry_complete(struct srd_req *r, struct srd_recv_entry *e) {
   e->complete = true;
@@ -26,6 +27,8 @@ static void deliver_eager(struct srd_req *r, int32_t tag, uint32_t len, const vo
       e->got = len;
       c->traffic.eager++;
     }
+    /* Its clear-to-send was not needed: wait for the sender to ask next time. */
+    if (r->cts_sent) srd_recv_comm(c)->cts_on_request = true;
     entry_complete(r, e);
     return;
   }
@@ -134,12 +137,30 @@ void srd_proto_on_write(struct srd_comm *c, struct srd_imm imm, size_t len, int 
     return;
   }
   e->stripes_total = imm.nstripes;
+  if (imm.nstripes > 1 && !atomic_load_explicit(&c->large, memory_order_relaxed)) {
+    atomic_store_explicit(&c->large, true, memory_order_relaxed);
+    srd_dev_want_lanes(c->dev);
+  }
   e->got += len;
   if (stripe >= 0) e->stripe_mask |= 1u << stripe;
   c->traffic.writes++;
   if (++e->stripes_seen == e->stripes_total) {
     c->traffic.rendezvous++;
     entry_complete(r, e);
+  }
+}
+
+/* The sender has a message for m->seq that cannot go eagerly. */
+void srd_proto_on_rts(struct srd_comm *c, const struct srd_msg_rts *m) {
+  struct srd_recv_comm *rcv = srd_recv_comm(c);
+  rcv->cts_on_request = false; /* large messages again: post with the receive */
+  struct srd_req *r = recv_for_seq(c, m->seq);
+  if (r && !r->done && !r->cts_sent && !r->on_pending) srd_proto_post_cts(r);
+  /* Not posted yet: an eager message delivered meanwhile may set
+   * cts_on_request again, so the receive remembers it was asked for. */
+  if (!r && (int32_t)(m->seq - c->next_seq) >= 0) {
+    rcv->asked = true;
+    rcv->asked_seq = m->seq;
   }
 }
 
@@ -194,6 +215,7 @@ void srd_proto_repost_cts(struct srd_comm *c) {
 static int post_cts(struct srd_req *r) {
   int rc = srd_comm_send_ctrl(r->comm, FI_ADDR_UNSPEC, encode_cts, r, NULL);
   if (rc == SRD_OK) r->cts_sent = true;
+  if (rc == SRD_OK) SRD_STAT(SRD_STAT_CTS_SENT);
   return rc;
 }
 
@@ -249,6 +271,10 @@ int srd_proto_irecv(struct srd_comm *c, int n, void **data, const size_t *sizes,
   }
   *out = r;
   if (r->done) return 0; /* everything came eagerly: no clear-to-send */
+  struct srd_recv_comm *rcv = srd_recv_comm(c);
+  bool asked = rcv->asked && rcv->asked_seq - r->seq < (uint32_t)n;
+  if (asked) rcv->asked = false;
+  if (rcv->cts_on_request && !asked) return 0;
   int rc = srd_proto_post_cts(r);
   return rc == SRD_AGAIN ? SRD_OK : rc;
 }

@@ -6,6 +6,7 @@
 
 #include "srd/log.h"
 #include "srd/proto.h"
+#include "srd/stats.h"
 
 /* Serial-number comparison: sequences wrap at 2^32. */
 static bool seq_before(uint32_t a, uint32_t b) { return (int32_t)(a - b) < 0; }
@@ -145,7 +146,7 @@ static void stripe_done(struct srd_op *op, int err, const char *errstr) {
 }
 
 /* Post stripe i of r on path into w; the provider's answer (0, -FI_EAGAIN,
- * another error). With progress threads the write goes to its lane's queue
+ * another error). A stripe for a lane with a thread goes to that lane's queue
  * instead: the lane posts it, so the provider's copy into the socket runs
  * there. */
 static int post_write(struct srd_req *r, int i, int path, struct srd_rail_write *w, bool *queued) {
@@ -169,7 +170,7 @@ static int post_write(struct srd_req *r, int i, int path, struct srd_rail_write 
   w->dest = c->peer[path];
   w->raddr = r->raddr + s->offset;
   w->key = r->rkey[l];
-  if (dev->threaded) {
+  if (!srd_dev_caller_polls(dev, l)) {
     dev->rail_ops->queue_write(rail, w);
     *queued = true;
     return 0;
@@ -195,7 +196,7 @@ static int post_resends(struct srd_req *r, bool *queued) {
       r->resend &= ~(1u << i);
       continue;
     }
-    int path = srd_sched_pick(c->dev->npaths, srd_comm_usable_paths(c), c->sched_cursor);
+    int path = srd_sched_pick(c->dev->sched.npaths, srd_comm_usable_paths(c), c->sched_cursor);
     if (path < 0) {
       srd_comm_fail_no_rail(c);
       srd_req_finish(r, c->result);
@@ -232,7 +233,7 @@ static int post_stripes(struct srd_req *r) {
     int i = r->posted, path = r->stripes[i].path;
     /* Its rail failed since the split: the next usable path instead. */
     if (dev->failover && !(srd_comm_usable_paths(c) >> path & 1)) {
-      path = srd_sched_pick(dev->npaths, srd_comm_usable_paths(c), c->sched_cursor++);
+      path = srd_sched_pick(dev->sched.npaths, srd_comm_usable_paths(c), c->sched_cursor++);
       if (path < 0) break; /* the comm failed: post_resends reports it */
       r->stripes[i].path = path;
     }
@@ -313,6 +314,7 @@ static int send_eager(struct srd_comm *c, const void *data, size_t size, int tag
   srd_send_comm(c)->sent_tag[c->next_seq % SRD_SENT_TAGS] = tag;
   c->next_seq++;
   c->traffic.eager++;
+  SRD_STAT(SRD_STAT_EAGER_SENT);
   *out = r;
   return SRD_OK;
 }
@@ -344,6 +346,35 @@ static int reject_oversized(struct srd_comm *c, size_t size, const struct srd_ct
   return SRD_OK;
 }
 
+static size_t encode_rts(void *buf, size_t cap, const void *arg) {
+  const struct srd_comm *c = arg;
+  return srd_msg_encode_rts(buf, cap, c->peer_id, c->next_seq);
+}
+
+/* The receiver posts its clear-to-sends only on request after a small
+ * message (cts_on_request): ask at once after one. After a large message it
+ * posts them with its receives: ask only when none came within
+ * RTS_FALLBACK_US. Either way ask again every RTS_FALLBACK_US: the transport
+ * is unordered, and an eager message delivered after our request may have
+ * switched the receiver back. */
+#define RTS_FALLBACK_US 1000
+
+static void ask_for_cts(struct srd_comm *c, uint32_t k) {
+  struct srd_send_comm *s = srd_send_comm(c);
+  uint64_t now = srd_now_us();
+  if (!s->waiting || s->wait_seq != k) {
+    s->waiting = true;
+    s->wait_seq = k;
+    s->wait_since_us = now;
+    s->asked = false;
+  }
+  uint64_t due = s->asked ? s->asked_us + RTS_FALLBACK_US : s->last_eager ? now : s->wait_since_us + RTS_FALLBACK_US;
+  if (now < due) return;
+  if (srd_comm_send_ctrl(c, FI_ADDR_UNSPEC, encode_rts, c, NULL) != SRD_OK) return; /* next call tries again */
+  s->asked = true;
+  s->asked_us = now;
+}
+
 int srd_proto_isend(struct srd_comm *c, const void *data, size_t size, int tag, struct srd_mr_ref *mr,
                     struct srd_req **out) {
   struct srd_dev *dev = c->dev;
@@ -366,13 +397,23 @@ int srd_proto_isend(struct srd_comm *c, const void *data, size_t size, int tag, 
   if (!rec || eager) {
     if (eager) {
       int rc = send_eager(c, data, size, tag, out);
+      if (rc == SRD_OK) srd_send_comm(c)->last_eager = true;
       if (rc == SRD_OK && rec) claim_entry(rec, tag);
       if (rec && rec->used == (1u << rec->n) - 1) release_cts(c, rec);
       return rc;
     }
     c->last_wait_ms = srd_now_ms();
+    ask_for_cts(c, k);
+#ifdef SRD_HOP_STATS
+    if (!c->stat_wait_ns) c->stat_wait_ns = srd_stat_now_ns();
+#endif
+    SRD_STAT(SRD_STAT_ISEND_AGAIN);
     return SRD_AGAIN;
   }
+#ifdef SRD_HOP_STATS
+  if (c->stat_wait_ns) SRD_STAT_ADD(SRD_STAT_CTS_WAIT_NS, srd_stat_now_ns() - c->stat_wait_ns);
+  c->stat_wait_ns = 0;
+#endif
   int j = claim_entry(rec, tag);
   if (j < 0) {
     srd_comm_fail(c, SRD_ERR_USAGE, "send with tag %d matches no buffer of the peer's receive (sequence %u)", tag,
@@ -399,8 +440,20 @@ int srd_proto_isend(struct srd_comm *c, const void *data, size_t size, int tag, 
     r->mr = mr;
     r->raddr = rec->e[j].addr;
     for (int l = 0; l < dev->nrails; l++) r->rkey[l] = rec->keys[j * c->remote_rails + l % c->remote_rails];
-    r->nstripes = srd_sched_split_over(&dev->sched, size, dev->failover ? srd_comm_usable_paths(c) : 0,
-                                       &c->sched_cursor, r->stripes, SRD_MAX_STRIPES);
+    /* Below the stripe threshold a message stays on lane 0, which the
+     * caller polls: it never waits on a lane thread. With failover only the
+     * paths of usable rails take stripes. */
+    struct srd_sched_params sp = dev->sched;
+    uint64_t usable = dev->failover ? srd_comm_usable_paths(c) : 0;
+    if (size < sp.threshold) {
+      uint64_t inline_mask = dev->inline_paths >= 64 ? ~0ull : (1ull << dev->inline_paths) - 1;
+      uint64_t inl = (usable ? usable : ~0ull) & inline_mask;
+      if (inl) usable = inl;
+    } else {
+      atomic_store_explicit(&c->large, true, memory_order_relaxed);
+      srd_dev_want_lanes(dev);
+    }
+    r->nstripes = srd_sched_split_over(&sp, size, usable, &c->sched_cursor, r->stripes, SRD_MAX_STRIPES);
     if (r->nstripes < 0) {
       srd_req_release(r);
       srd_comm_fail(c, SRD_ERR_ARG, "message of %zu bytes needs more than %d writes", size, SRD_MAX_STRIPES);
@@ -412,6 +465,7 @@ int srd_proto_isend(struct srd_comm *c, const void *data, size_t size, int tag, 
     *out = r;
   }
   c->next_seq++;
+  srd_send_comm(c)->last_eager = false;
   if (rec->used == (1u << rec->n) - 1) release_cts(c, rec);
   return SRD_OK;
 }

@@ -20,6 +20,7 @@
 #include "srd/gdr.h"
 #include "srd/log.h"
 #include "srd/param.h"
+#include "srd/stats.h"
 #include "srd/sys.h"
 #include "srd/topo.h"
 
@@ -48,6 +49,7 @@ static struct srd_rail_buf *buf_at(struct srd_rail *rail, int i) {
 
 static int post_recv_buf(struct srd_rail *rail, struct srd_rail_buf *b) {
   int rc, tries = 0;
+  SRD_STAT(SRD_STAT_FI_RECV);
   do {
     rc = (int)fi_recv(rail->ep[b->ep], b->data, rail->buf_size, rail->mr_local ? fi_mr_desc(rail->buf_mr) : NULL,
                       FI_ADDR_UNSPEC, &b->op.fi_ctx);
@@ -293,6 +295,7 @@ void srd_rail_put_send_buf(struct srd_rail_buf *buf) {
 }
 
 int srd_rail_send(struct srd_rail *rail, int ep, struct srd_rail_buf *buf, size_t len, fi_addr_t dest) {
+  SRD_STAT(SRD_STAT_FI_SEND);
   return (int)fi_send(rail->ep[ep], buf->data, len, rail->mr_local ? fi_mr_desc(rail->buf_mr) : NULL, dest,
                       &buf->op.fi_ctx);
 }
@@ -301,6 +304,7 @@ int srd_rail_write(struct srd_rail *rail, int ep, const void *src, size_t len, v
                    unsigned stripe, fi_addr_t dest, uint64_t raddr, uint64_t key, struct srd_op *op) {
   uint64_t hi = (uint64_t)len | (uint64_t)(stripe & 31u) << SRD_RAIL_LEN_BITS;
   uint64_t data = rail->len_in_data ? hi << 32 | imm : imm;
+  SRD_STAT(SRD_STAT_FI_WRITE);
   if (!rail->delivery_complete)
     return (int)fi_writedata(rail->ep[ep], src, len, desc, data, dest, raddr, key, &op->fi_ctx);
   struct iovec iov = {(void *)src, len};
@@ -474,6 +478,8 @@ int srd_rail_reap(struct srd_rail *rail, struct srd_rail_batch *b) {
                        : (int)fi_cq_read(rail->cq, b->e, SRD_RAIL_BATCH);
   if (n == -FI_EAVAIL) n = reap_error(rail, b);
   cq_unlock(rail);
+  SRD_STAT(SRD_STAT_CQ_READ);
+  if (n == -FI_EAGAIN) SRD_STAT(SRD_STAT_CQ_EMPTY);
   if (n == -FI_EAGAIN) return 0;
   if (b->has_err) return n;
   if (n < 0) {

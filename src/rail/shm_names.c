@@ -20,12 +20,9 @@
 #include "srd/sys.h"
 
 /* Containers may share /dev/shm without sharing pid numbers: a name says
- * in which pid namespace its pid means something (32 bits of the namespace's
- * inode), so that only regions of our namespace are judged by their pid. */
-static uint32_t pid_ns_tag(void) {
-  struct stat st;
-  return stat("/proc/self/ns/pid", &st) ? 0 : (uint32_t)st.st_ino;
-}
+ * in which pid namespace its pid means something (srd_pid_ns_tag), so that
+ * only regions of our namespace are judged by their pid. */
+static uint32_t pid_ns_tag(void) { return srd_pid_ns_tag(); }
 
 /* shm names its shared-memory region after the process id unless told
  * otherwise; a region left by a killed process then blocks a later process

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -179,6 +180,10 @@ static int run_local(struct perf_opts *o, struct perf_side *keep) {
     perf_error("socketpair: %s", strerror(errno));
     return 1;
   }
+  /* --pin narrows this process to one CPU: the next local run (the raw half
+   * of a comparison) must start from the CPUs we were given. */
+  cpu_set_t given;
+  bool restore = o->pin && !sched_getaffinity(0, sizeof(given), &given);
   fflush(stdout);
   pid_t child = fork();
   if (child < 0) {
@@ -197,6 +202,7 @@ static int run_local(struct perf_opts *o, struct perf_side *keep) {
   perf_log_set_name("srd-perf[client]");
   if (o->pin) pin_to(0);
   int rc = run(o, fds[0], 1, keep);
+  if (restore) sched_setaffinity(0, sizeof(given), &given);
   close(fds[0]); /* a server still waiting on us sees the channel close */
   int status = 0;
   if (!wait_child(child, o->timeout_s, &status)) {

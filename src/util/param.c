@@ -40,10 +40,14 @@ static const struct srd_param_desc table[SRD_PARAM_COUNT] = {
     [SRD_PARAM_TOPO_FILE] = {"NCCL_SRD_TOPO_FILE", 1, 0, 0, 0,
                              "hwloc XML topology to group NICs with, instead of the live machine"},
     [SRD_PARAM_TUNER_CONFIG] = {"NCCL_SRD_TUNER_CONFIG", 1, 0, 0, 0, "tuner rule file overriding the model"},
-    [SRD_PARAM_PROGRESS_THREADS] = {"NCCL_SRD_PROGRESS_THREADS", 0, 0, 0, 16,
-                                    "progress lanes per NIC, each its own domain and thread (0: NCCL's thread polls)"},
+    [SRD_PARAM_PROGRESS_THREADS] = {"NCCL_SRD_PROGRESS_THREADS", 0, -1, -1, 16,
+                                    "progress threads per NIC, each on a lane of its own (-1: sized from the CPUs "
+                                    "this process may use and the plugin's processes on the host, started on the "
+                                    "first large message; 0: none)"},
     [SRD_PARAM_GDR] = {"NCCL_SRD_GDR", 1, 0, 0, 0,
                        "GPU memory (GPUDirect RDMA): auto (when provider and CUDA allow), 0 (host only), 1 (required)"},
+    [SRD_PARAM_TEST_CPUS] = {"NCCL_SRD_TEST_CPUS", 0, 0, 0, 4096,
+                             "test mode: CPUs (online and usable) the automatic progress-thread count assumes"},
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;

@@ -3,8 +3,16 @@
 
 #include "srd/log.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,3 +47,64 @@ int srd_cpus_available(void) {
   cpu_set_t set;
   return sched_getaffinity(0, sizeof(set), &set) ? 0 : CPU_COUNT(&set);
 }
+
+uint32_t srd_pid_ns_tag(void) {
+  struct stat st;
+  return stat("/proc/self/ns/pid", &st) ? 0 : (uint32_t)st.st_ino;
+}
+
+int srd_cpus_online(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (int)n : 0;
+}
+
+static pid_t joined_pid;
+static char joined_path[128];
+
+void srd_host_procs_join(void) {
+  if (joined_pid == getpid()) return;
+  snprintf(joined_path, sizeof(joined_path), "%s/%s%u.%08x.%d", SRD_HOST_PROCS_DIR, SRD_HOST_PROCS_PREFIX,
+           (unsigned)getuid(), srd_pid_ns_tag(), (int)getpid());
+  int fd = open(joined_path, O_CREAT | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) {
+    SRD_INFO(NCCL_INIT, "cannot create %s (%s): other processes will not count this one when sizing lanes",
+             joined_path, strerror(errno));
+    return;
+  }
+  close(fd);
+  joined_pid = getpid();
+}
+
+/* A forked child has the parent's joined_pid: only the process that made
+ * the file removes it. */
+__attribute__((destructor)) static void host_procs_leave(void) {
+  if (joined_pid && joined_pid == getpid()) unlink(joined_path);
+}
+
+int srd_host_procs_count_in(const char *dir) {
+  char prefix[64];
+  int plen = snprintf(prefix, sizeof(prefix), "%s%u.", SRD_HOST_PROCS_PREFIX, (unsigned)getuid());
+  DIR *d = opendir(dir);
+  if (!d) return 1;
+  int live = 0;
+  uint32_t ns = srd_pid_ns_tag();
+  for (struct dirent *e; (e = readdir(d));) {
+    if (strncmp(e->d_name, prefix, (size_t)plen)) continue;
+    char *end;
+    unsigned long tag = strtoul(e->d_name + plen, &end, 16);
+    if (end != e->d_name + plen + 8 || *end != '.') continue;
+    long pid = strtol(end + 1, &end, 10);
+    if (*end || pid <= 0 || pid > 0x7fffffff) continue;
+    if ((uint32_t)tag != ns || kill((pid_t)pid, 0) == 0 || errno == EPERM) {
+      live++;
+      continue;
+    }
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+    unlink(path); /* its process died without removing it */
+  }
+  closedir(d);
+  return live > 0 ? live : 1;
+}
+
+int srd_host_procs_count(void) { return srd_host_procs_count_in(SRD_HOST_PROCS_DIR); }

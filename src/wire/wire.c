@@ -3,7 +3,7 @@
 #include <string.h>
 
 #define MSG_MAGIC 0x5352u /* "SR" */
-#define MSG_VERSION 4 /* 4: every header carries the destination comm's token */
+#define MSG_VERSION 5 /* 4: every header carries the destination comm's token; 5: requests to send, rail notices */
 #define HANDLE_MAGIC 0x31445253u /* "SRD1" */
 #define TOKEN_AT 8 /* header: magic (2), version (1), type (1), destination comm (4), token (8) */
 
@@ -181,6 +181,13 @@ size_t srd_msg_encode_rail(void *buf, size_t cap, uint32_t dst_comm, const struc
   return written(&c, buf);
 }
 
+size_t srd_msg_encode_rts(void *buf, size_t cap, uint32_t dst_comm, uint32_t seq) {
+  struct cur c = writer(buf, cap);
+  put_header(&c, SRD_MSG_RTS, dst_comm);
+  put(&c, seq, 4);
+  return written(&c, buf);
+}
+
 uint64_t srd_cts_key(const struct srd_msg_cts *cts, int entry, int rail) {
   /* Each entry record: addr (8), len (8), tag (4), then nkeys keys (8 each). */
   const uint8_t *p = cts->keys + (size_t)entry * (20 + (size_t)cts->nkeys * 8) + 20 + (size_t)rail * 8;
@@ -271,6 +278,10 @@ int srd_msg_decode(const void *buf, size_t len, struct srd_msg *m, const char **
     if (m->u.rail.rail >= SRD_MAX_PATHS || m->u.rail.up > 1 ||
         m->u.rail.stale > !m->u.rail.up)
       return *why = "bad rail notice", -1;
+    break;
+  case SRD_MSG_RTS:
+    m->u.rts.seq = (uint32_t)get(&c, 4);
+    if (c.bad) return *why = "truncated request to send", -1;
     break;
   default:
     return *why = "unknown message type", -1;

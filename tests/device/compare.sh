@@ -1,7 +1,10 @@
 #!/bin/bash
 # On the GPU device machine: our net plugin against NCCL's Socket transport in
 # one call, nccl-tests all_reduce, interleaved per rank count so drift hits
-# every variant alike (issue 13's table).
+# every variant alike (issue 13's table). With the defaults (2, 4 and 8 ranks,
+# 8 B..128 KiB, 2 MiB, 256 MiB..1 GiB, three forced algorithms) it takes about
+# 6 minutes on the 16-core H200 machine and stops starting runs after
+# BUDGET_S (480) seconds, so one call fits a 10-minute command.
 #
 #   bash tests/device/compare.sh      # from the root of the carried checkout
 #
@@ -9,13 +12,18 @@
 # nccl-tests as source in .device/nccl-tests (built here with MPI) or built
 # (NCCL_TESTS=dir with *_perf).
 # Variants: socket (NCCL_NET=Socket), srd (our plugin, no NCCL_SRD_* set),
-# srd-nolanes (NCCL_SRD_PROGRESS_THREADS=0), base (another build of the plugin,
+# srd-nolanes (NCCL_SRD_PROGRESS_THREADS=0), srd-notuner (our plugin without
+# our tuner: NCCL_TUNER_PLUGIN=none; NCCL otherwise loads the tuner the plugin
+# library exports), base (another build of the plugin,
 # BASE_NET=path: an older commit for an A/B in the same call); FORCED adds runs
 # of socket and srd (and base when BASE_NET is set) with NCCL_ALGO/NCCL_PROTO
 # forced equal, small sizes only (per-hop cost).
 # Knobs: RANKS="2 4 8" VARIANTS="socket srd srd-nolanes"
 #        FORCED="Ring/LL Tree/LL Ring/Simple" (empty: none) SMALL_MAX=128K
-#        RUN_TIMEOUT=180 BUDGET_S= (no new run starts after this many seconds)
+#        LARGE_MAX=1G LARGE_ITERS=3 RUN_TIMEOUT=120
+#        BUDGET_S=480 (no new run starts after this many seconds; empty: no limit)
+# The srd variant runs with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET so that its
+# log shows how many progress threads the plugin chose (summary: "lanes").
 # Writes to $OUT (or ./compare-out): a log per run and summary.md.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
@@ -31,7 +39,10 @@ RANKS=${RANKS:-"2 4 8"}
 VARIANTS=${VARIANTS:-"socket srd srd-nolanes"}
 FORCED=${FORCED-"Ring/LL Tree/LL Ring/Simple"}
 SMALL_MAX=${SMALL_MAX:-128K}
-RUN_TIMEOUT=${RUN_TIMEOUT:-180}
+LARGE_MAX=${LARGE_MAX:-1G}
+LARGE_ITERS=${LARGE_ITERS:-3}
+RUN_TIMEOUT=${RUN_TIMEOUT:-120}
+BUDGET_S=${BUDGET_S-480}
 net=$PWD/.device/install/lib/libnccl-net-srd.so
 [ -e "$net" ] || { echo "no plugin at $net (make install into .device/install)" | tee "$out/error.txt"; exit 1; }
 BASE_NET=${BASE_NET:-}
@@ -75,9 +86,11 @@ run() {
     socket) envs="NCCL_NET=Socket" ;;
     srd) envs="NCCL_NET_PLUGIN=$net" ;;
     srd-nolanes) envs="NCCL_NET_PLUGIN=$net NCCL_SRD_PROGRESS_THREADS=0" ;;
+    srd-notuner) envs="NCCL_NET_PLUGIN=$net NCCL_TUNER_PLUGIN=none" ;;
     base) envs="NCCL_NET_PLUGIN=$BASE_NET" ;;
   esac
   [ "$forced" = - ] || envs="$envs NCCL_ALGO=${forced%/*} NCCL_PROTO=${forced#*/}"
+  [ "$variant$forced" = srd- ] && envs="$envs NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET"
   echo "# $envs" >"$log"
   local range
   for range in "$@"; do
@@ -91,7 +104,7 @@ run() {
 
 for n in $RANKS; do
   for v in $VARIANTS; do
-    run "$n-$v" "$v" "$n" - "8 $SMALL_MAX 50 10" "2M 2M 20 5" "128M 128M 5 2" "256M 1G 5 2"
+    run "$n-$v" "$v" "$n" - "8 $SMALL_MAX 50 10" "2M 2M 20 5" "256M $LARGE_MAX $LARGE_ITERS 1"
   done
   for f in $FORCED; do
     for v in $forced_variants; do run "$n-$v-${f/\//-}" "$v" "$n" "$f" "8 $SMALL_MAX 50 10"; done
@@ -104,6 +117,18 @@ rows() { awk '$1 ~ /^[0-9]+$/ && NF >= 13 {print $1, $6, $8, $9 + $13}' "$1" 2>/
 at() { rows "$1" | awk -v s="$2" -v f="$3" '$1 == s {v = $f} END {print v == "" ? "-" : v}'; }
 wrong() { rows "$1" | awk '{w += $4} END {print w + 0}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b}'; }
+# worst LOG SOCKETLOG: the largest time ratio to Socket over the sizes up to
+# 128 KiB both logs have, and its size ("x@size"; below 1 everywhere meets
+# issue 13's small-message goal).
+worst() {
+  join <(rows "$1" | awk '$1 <= 131072 {print $1, $2}' | sort) <(rows "$2" | awk '$1 <= 131072 {print $1, $2}' | sort) |
+    awk '$3 > 0 {r = $2 / $3; if (r > w) {w = r; s = $1}} END {if (s == "") print "-"; else printf "x%.2f@%s", w, s}'
+}
+# lanes LOG: what the plugin chose (its INFO lines, srd variant only).
+lanes() {
+  grep -ohE '[0-9]+ progress thread\(s\) (per NIC|started)' "$1" 2>/dev/null | sort | uniq -c | awk '{$1 = $1 "x"; print}' |
+    paste -sd ';' -
+}
 
 {
   echo "# Plugin vs NCCL Socket, all_reduce ($(date -u +%F))"
@@ -112,7 +137,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a == "-" || b == "-" || b == 0) pr
   echo
   echo "Times are out-of-place us; busbw GB/s; x = ratio to Socket in the same call (time: < 1 is faster, busbw: > 1 is better)."
   echo
-  echo "| ranks | variant | 8 B | 1 KiB | 128 KiB | 2 MiB | 128 MiB busbw | 256 MiB busbw | 1 GiB busbw | #wrong |"
+  echo "| ranks | variant | 8 B | 1 KiB | 128 KiB | 2 MiB | 256 MiB busbw | 1 GiB busbw | worst 8 B-128 KiB | #wrong |"
   echo "|---|---|---|---|---|---|---|---|---|---|"
   for n in $RANKS; do
     s=$out/$n-socket.log
@@ -123,26 +148,31 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a == "-" || b == "-" || b == 0) pr
         t=$(at "$l" $size 2)
         if [ "$v" = socket ]; then line="$line $t |"; else line="$line $t (x$(ratio "$t" "$(at "$s" $size 2)")) |"; fi
       done
-      for size in 134217728 268435456 1073741824; do
+      for size in 268435456 1073741824; do
         b=$(at "$l" $size 3)
         if [ "$v" = socket ]; then line="$line $b |"; else line="$line $b (x$(ratio "$b" "$(at "$s" $size 3)")) |"; fi
       done
+      if [ "$v" = socket ]; then line="$line |"; else line="$line $(worst "$l" "$s") |"; fi
       echo "$line $(wrong "$l") |"
     done
   done
+  echo
+  for n in $RANKS; do echo "lanes, $n ranks (srd): $(lanes "$out/$n-srd.log")"; done
   if [ -n "$FORCED" ]; then
     echo
     echo "Forced equal (NCCL_ALGO/NCCL_PROTO on both sides), out-of-place us:"
     echo
-    echo "| ranks | algo/proto | size | Socket | ours | ours/Socket | base | base/Socket |"
-    echo "|---|---|---|---|---|---|---|---|"
+    echo "| ranks | algo/proto | size | Socket | ours | ours/Socket | base | base/Socket | #wrong (all sizes) |"
+    echo "|---|---|---|---|---|---|---|---|---|"
     for n in $RANKS; do
       for f in $FORCED; do
         for size in 8 1024 131072; do
           a=$(at "$out/$n-socket-${f/\//-}.log" $size 2)
           b=$(at "$out/$n-srd-${f/\//-}.log" $size 2)
           c=$(at "$out/$n-base-${f/\//-}.log" $size 2)
-          echo "| $n | $f | $size | $a | $b | $(ratio "$b" "$a") | $c | $(ratio "$c" "$a") |"
+          w=0
+          for v in $forced_variants; do w=$((w + $(wrong "$out/$n-$v-${f/\//-}.log"))); done
+          echo "| $n | $f | $size | $a | $b | $(ratio "$b" "$a") | $c | $(ratio "$c" "$a") | $w |"
         done
       done
     done

@@ -1,12 +1,23 @@
 /* Progress lanes (NCCL_SRD_PROGRESS_THREADS): every process here picks its
- * own lane count, whatever the environment says.
- *   lanes-running: with 2 lanes per NIC the plugin runs exactly one named
- *     thread per lane ("srd-d0-rN", 2 per NIC; a fallback to no lanes fails), moves patterned messages both ways (eager, one
- *     stripe, striped over the lanes), and an idle process's lanes back off:
- *     together they use under a tenth of a core over a quiet second.
+ * own thread count, whatever the environment says.
+ *   lanes-running: with 2 threads per NIC the plugin opens 3 lanes per NIC
+ *     and runs exactly one named thread per lane after the first
+ *     ("srd-d0-rN", 2 per NIC; a fallback to no lanes fails), moves patterned
+ *     messages both ways (eager, one stripe, striped over the lanes), and an
+ *     idle process's lanes back off: together they use under a tenth of a
+ *     core over a quiet second.
+ *   lanes-inline: with 2 threads per NIC running, messages below the stripe
+ *     threshold (eager ones, and 64 KiB ones written after the clear-to-send)
+ *     are completed by the caller's thread on both sides: the close log
+ *     counts no request completed on a lane thread. A 4 MiB message then
+ *     starts no threads anew (they run) and arrives intact.
+ *   lanes-lazy: NCCL_SRD_PROGRESS_THREADS unset, 64 CPUs assumed
+ *     (NCCL_SRD_TEST_CPUS): the device opens with lanes, but no thread runs
+ *     while only small messages (up to 64 KiB) went by; after a 1 MiB
+ *     message each way both sides run their threads, and data arrives intact.
  *   lanes-mixed: one side without threads (1 rail per NIC), the other with 3
- *     lanes: the two rail counts map onto each other and data arrives intact
- *     in both directions. */
+ *     threads (4 lanes): the two rail counts map onto each other and data
+ *     arrives intact in both directions. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,7 +92,7 @@ static int running(int rank, int nranks, void *arg) {
   one_way(rank, 1, 0, 200);
   struct lane_usage before = lane_usage();
   int nics = 0, threaded = 0, lanes = st_device_lanes(&nics, &threaded);
-  ST_CHECK(lanes == 2 && threaded, "NCCL_SRD_PROGRESS_THREADS=2 but the device opened with %d lane(s) per NIC, %s",
+  ST_CHECK(lanes == 3 && threaded, "NCCL_SRD_PROGRESS_THREADS=2 but the device opened with %d lane(s) per NIC, %s",
            lanes, threaded ? "threaded" : "without progress threads");
   ST_CHECK(nics >= 1 && before.threads == 2 * nics,
            "%d lane threads named " LANE_PREFIX "* with 2 lanes per NIC and %d NIC(s) (expected %d)", before.threads,
@@ -97,6 +108,68 @@ static int running(int rank, int nranks, void *arg) {
   return 0;
 }
 
+static const size_t small_sizes[] = {0, 8, 100, 8192, 64 << 10, 64 << 10, 64 << 10, 64 << 10, 8, 8, 8, 8, 8, 8, 8, 8};
+#define NSMALL (sizeof small_sizes / sizeof small_sizes[0])
+
+static int inline_small(int rank, int nranks, void *arg) {
+  (void)nranks;
+  use_lanes(2);
+  st_setup(arg, st_version(VERSION));
+  void *comm = st_pair_comm(rank, 0, 1, SETUP_MS);
+  for (size_t i = 0; i < NSMALL; i++) {
+    if (rank == 1) st_send_one(comm, small_sizes[i], 500 + i, (int)i, XFER_MS);
+    else st_recv_one(comm, small_sizes[i], 500 + i, (int)i, XFER_MS);
+  }
+  st_barrier(SETUP_MS);
+  ST_NCCL(rank == 1 ? st_net_close_send(comm) : st_net_close_recv(comm));
+  struct st_traffic t = st_traffic_last(rank == 1);
+  int nics = 0, threaded = 0, lanes = st_device_lanes(&nics, &threaded);
+  struct lane_usage u = lane_usage();
+  st_note("%s: %lld eager, %lld written, %lld completed on a lane thread; %d lane threads", rank ? "sender" : "receiver",
+          t.eager, t.rendezvous, t.by_lane, u.threads);
+  ST_CHECK(lanes == 3 && threaded && u.threads == 2 * nics, "lanes not running: %d lane(s), %d thread(s)", lanes,
+           u.threads);
+  ST_CHECK(t.eager + t.rendezvous == (long long)NSMALL && t.rendezvous == 4, "%lld eager, %lld written", t.eager,
+           t.rendezvous);
+  ST_CHECK(t.by_lane == 0, "%s: %lld small message(s) completed on a lane thread", rank ? "sender" : "receiver",
+           t.by_lane);
+  one_way(rank, 0, 1, 600);
+  st_barrier(SETUP_MS);
+  ST_NCCL(st_net_finalize());
+  return 0;
+}
+
+static int lazy(int rank, int nranks, void *arg) {
+  (void)nranks;
+  unsetenv("NCCL_SRD_PROGRESS_THREADS");
+  ST_CHECK(setenv("NCCL_SRD_TEST_CPUS", "64", 1) == 0, "setenv failed");
+  st_setup(arg, st_version(VERSION));
+  void *comm = st_pair_comm(rank, 0, 1, SETUP_MS);
+  static const size_t small[] = {8, 8192, 64 << 10};
+  for (size_t i = 0; i < sizeof small / sizeof small[0]; i++) {
+    if (rank == 1) st_send_one(comm, small[i], 700 + i, (int)i, XFER_MS);
+    else st_recv_one(comm, small[i], 700 + i, (int)i, XFER_MS);
+  }
+  int nics = 0, threaded = 0, lanes = st_device_lanes(&nics, &threaded);
+  struct lane_usage u = lane_usage();
+  st_note("after small messages: %d lane(s) per NIC, %d lane thread(s)", lanes, u.threads);
+  ST_CHECK(lanes > 1, "64 CPUs assumed but the device opened with %d lane(s) per NIC", lanes);
+  ST_CHECK(u.threads == 0, "%d lane thread(s) run although no large message went by", u.threads);
+  st_barrier(SETUP_MS);
+  if (rank == 1) st_send_one(comm, 1 << 20, 710, 10, XFER_MS);
+  else st_recv_one(comm, 1 << 20, 710, 10, XFER_MS);
+  ST_NCCL(rank == 1 ? st_net_close_send(comm) : st_net_close_recv(comm));
+  one_way(rank, 1, 0, 800);
+  u = lane_usage();
+  st_note("after large messages: %d lane thread(s)", u.threads);
+  ST_CHECK(u.threads == (lanes - 1) * nics, "%d lane thread(s) after large messages; expected %d", u.threads,
+           (lanes - 1) * nics);
+  st_barrier(SETUP_MS);
+  ST_NCCL(st_net_finalize());
+  unsetenv("NCCL_SRD_TEST_CPUS");
+  return 0;
+}
+
 static int mixed(int rank, int nranks, void *arg) {
   (void)nranks;
   use_lanes(rank == 0 ? 0 : 3);
@@ -105,7 +178,7 @@ static int mixed(int rank, int nranks, void *arg) {
   one_way(rank, 1, 0, 400);
   int nics = 0, threaded = 0, lanes = st_device_lanes(&nics, &threaded);
   struct lane_usage u = lane_usage();
-  ST_CHECK(lanes == (rank == 0 ? 1 : 3) && threaded == (rank == 1) && u.threads == (rank == 0 ? 0 : 3 * nics),
+  ST_CHECK(lanes == (rank == 0 ? 1 : 4) && threaded == (rank == 1) && u.threads == (rank == 0 ? 0 : 3 * nics),
            "NCCL_SRD_PROGRESS_THREADS=%d: %d lane(s) per NIC, %d NIC(s), %s, %d lane threads", rank == 0 ? 0 : 3,
            lanes, nics, threaded ? "threaded" : "not threaded", u.threads);
   st_barrier(SETUP_MS);
@@ -122,11 +195,15 @@ static int run2(const struct st_ctx *ctx, st_rank_fn fn) {
 
 static int case_running(const struct st_ctx *ctx) { return run2(ctx, running); }
 static int case_mixed(const struct st_ctx *ctx) { return run2(ctx, mixed); }
+static int case_inline(const struct st_ctx *ctx) { return run2(ctx, inline_small); }
+static int case_lazy(const struct st_ctx *ctx) { return run2(ctx, lazy); }
 
 int main(int argc, char **argv) {
   static const struct st_case cases[] = {
       {"lanes-running", case_running},
       {"lanes-mixed", case_mixed},
+      {"lanes-inline", case_inline},
+      {"lanes-lazy", case_lazy},
   };
-  return st_main(argc, argv, cases, 2);
+  return st_main(argc, argv, cases, 4);
 }

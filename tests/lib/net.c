@@ -60,7 +60,8 @@ static struct {
 } log_ring = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* The device's opening line ("device 0: 1 NIC(s) x 2 lane(s) = 2 rail(s) ...
- * completions polled by one thread per lane") and whether lanes were given
+ * completions polled by the caller's thread on lane 0 and one thread per other
+ * lane") and whether lanes were given
  * up, kept apart from the ring so that a long test cannot push them out. */
 static char device_line[LOG_LINE_MAX];
 static int lanes_off;
@@ -85,7 +86,7 @@ int st_log_count(const char *needle) {
 
 struct st_traffic st_traffic_last(int is_send) {
   char line[LOG_LINE_MAX] = "";
-  struct st_traffic t = {-1, -1, -1};
+  struct st_traffic t = {-1, -1, -1, -1};
   const char *what = is_send ? "send comm " : "recv comm ";
   pthread_mutex_lock(&log_ring.lock);
   unsigned first = log_ring.next > LOG_LINES ? log_ring.next - LOG_LINES : 0;
@@ -96,8 +97,8 @@ struct st_traffic st_traffic_last(int is_send) {
   pthread_mutex_unlock(&log_ring.lock);
   ST_CHECK(line[0], "the plugin logged no traffic line for a closed %scomm", what);
   const char *p = strstr(line, " closed: ");
-  ST_CHECK(sscanf(p, " closed: %lld eager message(s), %lld by RMA write in %lld write(s)", &t.eager, &t.rendezvous,
-                  &t.writes) == 3,
+  ST_CHECK(sscanf(p, " closed: %lld eager message(s), %lld by RMA write in %lld write(s), %lld request(s) completed on a lane thread",
+                  &t.eager, &t.rendezvous, &t.writes, &t.by_lane) == 4,
            "unexpected traffic line: %s", line);
   return t;
 }
@@ -153,13 +154,14 @@ int st_device_lanes(int *nics, int *threaded) {
   pthread_mutex_lock(&log_ring.lock);
   const char *p = strstr(device_line, "device ");
   if (p && sscanf(p, "device %*d: %d NIC(s) x %d lane(s)", &n, &lanes) != 2) lanes = -1;
-  if (threaded) *threaded = !lanes_off && strstr(device_line, "one thread per lane") != NULL;
+  if (threaded) *threaded = !lanes_off && strstr(device_line, "one thread per other lane") != NULL;
   pthread_mutex_unlock(&log_ring.lock);
   if (nics) *nics = n;
   return lanes;
 }
 
-/* SRD_TEST_EXPECT_LANES=N (threads.sh): a device opened with fewer lanes or
+/* SRD_TEST_EXPECT_LANES=N (threads.sh, with NCCL_SRD_PROGRESS_THREADS=N): a
+ * device opened with fewer than N + 1 lanes (lane 0 and one per thread) or
  * without its threads is a failure, not a quiet fallback. */
 static void check_expected_lanes(void) {
   const char *want = getenv("SRD_TEST_EXPECT_LANES");
@@ -169,7 +171,7 @@ static void check_expected_lanes(void) {
   int opened = device_line[0] != 0;
   pthread_mutex_unlock(&log_ring.lock);
   if (!opened) return; /* this process never opened a device */
-  ST_CHECK(lanes == atoi(want) && threaded, "SRD_TEST_EXPECT_LANES=%s but the device opened with %d lane(s), %s", want,
+  ST_CHECK(lanes == atoi(want) + 1 && threaded, "SRD_TEST_EXPECT_LANES=%s but the device opened with %d lane(s), %s", want,
            lanes, threaded ? "threaded" : "without progress threads");
 }
 

@@ -7,10 +7,14 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <cstdio>
 #include <deque>
+#include <string>
 #include <vector>
 
 #include <rdma/fi_errno.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 // The C headers name functions after structs (srd_rail_write, srd_send_comm).
 #pragma GCC diagnostic push
@@ -116,7 +120,7 @@ void make_dev(srd_dev *d, int index) {
   srd_dev_init(d, index, &srd_dispatch_handlers);
   d->rail_ops = &kFake;
   d->rails = static_cast<srd_rail *>(calloc(1, sizeof(srd_rail)));
-  d->nrails = d->neps = d->npaths = d->nnics = d->lanes_per_nic = 1;
+  d->nrails = d->neps = d->npaths = d->nnics = d->lanes_per_nic = d->inline_paths = 1;
   d->rails[0].buf_size = 4096;
   d->rails[0].virt_addr = 1;
   d->rails[0].source = true;
@@ -208,6 +212,12 @@ class Proto : public ::testing::Test {
     Sent m = g.sends.at(i);
     g.sends.erase(g.sends.begin() + static_cast<long>(i));
     m.buf->op.done(&m.buf->op, err, err ? "fake failure" : nullptr);
+  }
+  int sent_type(size_t i) {
+    srd_msg m;
+    const char *why = nullptr;
+    const Sent &x = g.sends.at(i);
+    return srd_msg_decode(x.buf->data, x.len, &m, &why) ? -1 : m.type;
   }
   void deliver_and_complete_sends() {
     while (!g.sends.empty()) {
@@ -818,6 +828,140 @@ TEST_F(Proto, RefusedFlushReadFallsBackToTheDriver) {
   EXPECT_EQ(0, r->reqs_in_flight) << "the request taken for the reads went back";
 }
 
+// A clear-to-send that a small message did not need (it came eagerly) stops
+// the next receives from posting theirs; a message that cannot go eagerly
+// asks for it (RTS), and receives post theirs at once again.
+TEST_F(Proto, ClearToSendOnlyWhenAskedAfterSmallMessages) {
+  std::vector<char> small = pattern(100, 7), big = pattern(8192, 8), in(8192);
+  Reg rs(small), rb(big), ri(in);
+  Reg *regs[] = {&ri};
+  srd_req *rr = irecv(1, &in, regs, nullptr);
+  ASSERT_EQ(1u, g.sends.size()) << "a fresh comm posts the clear-to-send with the receive";
+  srd_req *sr = isend(small, rs, small.size(), 0);
+  ASSERT_TRUE(sr);
+  deliver_and_complete_sends();
+  ASSERT_TRUE(rr->done && sr->done);
+  srd_req_release(sr);
+  srd_req_release(rr);
+
+  rr = irecv(1, &in, regs, nullptr);
+  EXPECT_TRUE(g.sends.empty()) << "after an unneeded clear-to-send the next receive posts none";
+  EXPECT_EQ(nullptr, isend(big, rb, big.size(), 0, SRD_AGAIN)) << "too large to go eagerly";
+  ASSERT_EQ(1u, g.sends.size());
+  EXPECT_EQ(SRD_MSG_RTS, sent_type(0));
+  EXPECT_EQ(nullptr, isend(big, rb, big.size(), 0, SRD_AGAIN));
+  EXPECT_EQ(1u, g.sends.size()) << "asked once per message";
+  deliver_send(0);
+  complete_send(0);
+  ASSERT_EQ(1u, g.sends.size()) << "the request brings the clear-to-send";
+  EXPECT_EQ(SRD_MSG_CTS, sent_type(0));
+  deliver_and_complete_sends();
+  sr = isend(big, rb, big.size(), 0);
+  ASSERT_TRUE(sr);
+  while (!g.writes.empty()) {
+    deliver_write(0);
+    complete_write(0);
+  }
+  EXPECT_TRUE(rr->done && sr->done);
+  EXPECT_EQ(big, in);
+  srd_req_release(sr);
+  srd_req_release(rr);
+
+  rr = irecv(1, &in, regs, nullptr);
+  ASSERT_EQ(1u, g.sends.size()) << "after a large message receives post their clear-to-send again";
+  EXPECT_EQ(SRD_MSG_CTS, sent_type(0));
+  deliver_and_complete_sends();
+  sr = isend(big, rb, big.size(), 0);
+  ASSERT_TRUE(sr);
+  while (!g.writes.empty()) {
+    deliver_write(0);
+    complete_write(0);
+  }
+  EXPECT_TRUE(rr->done && sr->done);
+  srd_req_release(sr);
+  srd_req_release(rr);
+}
+
+// An RTS that overtakes the eager message before it and arrives before its
+// own receive is posted: that eager message, delivered into a receive whose
+// clear-to-send went out after the RTS, sets cts_on_request again, yet the
+// receive the RTS named still posts its clear-to-send (it was asked for).
+TEST_F(Proto, RequestToSendBeforeItsReceiveIsRemembered) {
+  std::vector<char> small = pattern(100, 10), big = pattern(8192, 11), in1(8192), in2(8192);
+  Reg rs(small), rb(big), r1(in1), r2(in2);
+  Reg *regs1[] = {&r1}, *regs2[] = {&r2};
+  srd_req *rr = irecv(1, &in1, regs1, nullptr);
+  srd_req *sr = isend(small, rs, small.size(), 0);
+  deliver_and_complete_sends();
+  ASSERT_TRUE(rr->done && sr->done);
+  srd_req_release(sr);
+  srd_req_release(rr);
+
+  sr = isend(small, rs, small.size(), 0);
+  ASSERT_TRUE(sr);
+  EXPECT_EQ(nullptr, isend(big, rb, big.size(), 0, SRD_AGAIN));
+  ASSERT_EQ(2u, g.sends.size());
+  ASSERT_EQ(SRD_MSG_RTS, sent_type(1));
+  deliver_send(1); // the RTS first
+  complete_send(1);
+  rr = irecv(1, &in1, regs1, nullptr);
+  ASSERT_EQ(2u, g.sends.size()) << "after the RTS the receive posts its clear-to-send";
+  deliver_send(0); // then the eager message, into a receive whose clear-to-send went out
+  complete_send(0);
+  ASSERT_TRUE(rr->done && sr->done);
+  deliver_and_complete_sends();
+  srd_req_release(sr);
+  srd_req_release(rr);
+
+  srd_req *rr2 = irecv(1, &in2, regs2, nullptr);
+  ASSERT_EQ(1u, g.sends.size()) << "the receive the RTS named posts its clear-to-send";
+  deliver_and_complete_sends();
+  sr = isend(big, rb, big.size(), 0);
+  ASSERT_TRUE(sr);
+  while (!g.writes.empty()) {
+    deliver_write(0);
+    complete_write(0);
+  }
+  EXPECT_TRUE(rr2->done && sr->done);
+  EXPECT_EQ(big, in2);
+  srd_req_release(sr);
+  srd_req_release(rr2);
+}
+
+// The sender asks again while no clear-to-send comes.
+TEST_F(Proto, SenderAsksAgain) {
+  std::vector<char> small = pattern(100, 12), big = pattern(8192, 13);
+  Reg rs(small), rb(big);
+  srd_req *sr = isend(small, rs, small.size(), 0);
+  ASSERT_TRUE(sr);
+  complete_send(0);
+  srd_req_release(sr);
+  EXPECT_EQ(nullptr, isend(big, rb, big.size(), 0, SRD_AGAIN));
+  ASSERT_EQ(1u, g.sends.size()) << "asked at once after an eager message";
+  complete_send(0); // lost on the way, as far as this test cares
+  EXPECT_EQ(nullptr, isend(big, rb, big.size(), 0, SRD_AGAIN));
+  EXPECT_TRUE(g.sends.empty()) << "asked again at once";
+  usleep(5000);
+  EXPECT_EQ(nullptr, isend(big, rb, big.size(), 0, SRD_AGAIN));
+  ASSERT_EQ(1u, g.sends.size()) << "never asked again";
+  EXPECT_EQ(SRD_MSG_RTS, sent_type(0));
+  complete_send(0);
+}
+
+// After a large message (or on a fresh comm) the receiver posts its
+// clear-to-sends unasked: the sender asks only when none came for a while.
+TEST_F(Proto, SenderAsksLateAfterLargeMessages) {
+  std::vector<char> big = pattern(8192, 9);
+  Reg rb(big);
+  EXPECT_EQ(nullptr, isend(big, rb, big.size(), 0, SRD_AGAIN));
+  EXPECT_TRUE(g.sends.empty()) << "asked at once although the receiver posts unasked";
+  usleep(5000);
+  EXPECT_EQ(nullptr, isend(big, rb, big.size(), 0, SRD_AGAIN));
+  ASSERT_EQ(1u, g.sends.size()) << "no clear-to-send for 5 ms, and the sender never asked";
+  EXPECT_EQ(SRD_MSG_RTS, sent_type(0));
+  deliver_and_complete_sends();
+}
+
 // A small send from GPU memory waits for the clear-to-send and is written,
 // even to a receiver that takes eager data: the CPU cannot copy it.
 TEST_F(Proto, GpuMemoryNeverGoesEagerly) {
@@ -825,7 +969,7 @@ TEST_F(Proto, GpuMemoryNeverGoesEagerly) {
   Reg ro(out), ri(in);
   ro.mr.device = 0;
   EXPECT_EQ(nullptr, isend(out, ro, out.size(), 3, SRD_AGAIN)) << "no eager send from GPU memory";
-  EXPECT_TRUE(g.sends.empty());
+  EXPECT_TRUE(g.sends.empty()) << "a fresh receiver posts its clear-to-send unasked";
   Reg *regs[] = {&ri};
   int tag = 3;
   srd_req *rr = irecv(1, &in, regs, &tag);
@@ -855,4 +999,55 @@ TEST(MrRailAccess, PerClassMemoryAndProvider) {
       EXPECT_EQ(uint64_t{FI_REMOTE_WRITE}, srd_mr_rail_access(SRD_MR_RECV, -1, mr_local, flush));
       EXPECT_EQ(FI_REMOTE_WRITE | (flush ? FI_REMOTE_READ : 0), srd_mr_rail_access(SRD_MR_RECV, 0, mr_local, flush));
     }
+}
+
+// Threads per NIC with NCCL_SRD_PROGRESS_THREADS unset: a process's share of
+// the host's CPUs (never more than it may run on), less two (NCCL's proxy
+// thread and the rank's own), at most SRD_AUTO_LANES_MAX.
+TEST(LaneSizing, ShareOfTheCores) {
+  EXPECT_EQ(4, srd_lanes_auto(16, 16, 2)) << "2 ranks on 16 cores: 8 each, capped";
+  EXPECT_EQ(2, srd_lanes_auto(16, 16, 4)) << "4 ranks on 16 cores: 4 each";
+  EXPECT_EQ(0, srd_lanes_auto(16, 16, 8)) << "8 ranks on 16 cores: 2 each, none left";
+  EXPECT_EQ(0, srd_lanes_auto(2, 2, 1)) << "this build host";
+  EXPECT_EQ(1, srd_lanes_auto(3, 64, 1)) << "pinned to 3 CPUs of 64";
+  EXPECT_EQ(4, srd_lanes_auto(64, 64, 0)) << "an unknown count is one process";
+  EXPECT_EQ(0, srd_lanes_auto(0, 0, 1)) << "nothing known: no threads";
+  EXPECT_EQ(3, srd_lanes_auto(5, 0, 1)) << "online unknown: the CPUs it may use";
+}
+
+// The count of our processes on the host: live pids count, a dead one's file
+// is removed, foreign names and other users' files are left alone, and a
+// file of another pid namespace counts (its pid cannot be judged here).
+TEST(LaneSizing, HostProcessCount) {
+  char dir[] = "/tmp/srd-procs-XXXXXX";
+  ASSERT_NE(nullptr, mkdtemp(dir));
+  auto touch = [&](const std::string &name) {
+    std::string path = std::string(dir) + "/" + name;
+    FILE *f = fopen(path.c_str(), "w");
+    ASSERT_NE(nullptr, f);
+    fclose(f);
+  };
+  char ns[16];
+  snprintf(ns, sizeof ns, "%08x.", srd_pid_ns_tag());
+  std::string mine = std::string(SRD_HOST_PROCS_PREFIX) + std::to_string(getuid()) + "." + ns;
+  std::string other_ns = std::string(SRD_HOST_PROCS_PREFIX) + std::to_string(getuid()) + "." +
+                         (srd_pid_ns_tag() == 1 ? "00000002." : "00000001.");
+  EXPECT_EQ(1, srd_host_procs_count_in(dir)) << "none: this process alone";
+  touch(mine + std::to_string(getpid()));
+  touch(mine + std::to_string(getppid()));
+  pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  ASSERT_GT(dead, 0);
+  waitpid(dead, nullptr, 0);
+  touch(mine + std::to_string(dead));
+  touch(mine + "12x");
+  touch(std::string(SRD_HOST_PROCS_PREFIX) + std::to_string(getuid() + 1) + "." + ns + std::to_string(getpid()));
+  touch(other_ns + std::to_string(dead));
+  EXPECT_EQ(3, srd_host_procs_count_in(dir)) << "this process, its parent, and one of another pid namespace";
+  std::string gone = std::string(dir) + "/" + mine + std::to_string(dead);
+  EXPECT_NE(0, access(gone.c_str(), F_OK)) << "the dead process's file stays";
+  std::string foreign = std::string(dir) + "/" + mine + "12x";
+  EXPECT_EQ(0, access(foreign.c_str(), F_OK)) << "a name not of our shape was removed";
+  std::string cmd = std::string("rm -rf ") + dir;
+  EXPECT_EQ(0, system(cmd.c_str()));
 }

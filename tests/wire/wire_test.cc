@@ -204,7 +204,7 @@ TEST(Handle, BadMagicIsRejected) {
 TEST(Handle, WrongVersionIsRejected) {
   std::mt19937_64 rng(6);
   std::vector<uint8_t> good = encode_handle(make_handle(rng, 16));
-  for (int v : {0, 1, 2, 3, 255}) {
+  for (int v : {0, 1, 2, 3, 4, 255}) {
     std::vector<uint8_t> bad = good;
     bad[4] = static_cast<uint8_t>(v);
     expect_handle_rejected(bad, "wrong version");
@@ -298,6 +298,12 @@ std::vector<uint8_t> encode_trunc(uint32_t dst, uint32_t seq, uint64_t size) {
 std::vector<uint8_t> encode_ping(uint32_t dst) {
   std::vector<uint8_t> buf(256);
   buf.resize(srd_msg_encode_ping(buf.data(), buf.size(), dst));
+  return buf;
+}
+
+std::vector<uint8_t> encode_rts(uint32_t dst, uint32_t seq) {
+  std::vector<uint8_t> buf(64);
+  buf.resize(srd_msg_encode_rts(buf.data(), buf.size(), dst, seq));
   return buf;
 }
 
@@ -531,6 +537,14 @@ TEST(Msg, TruncPingByeRoundTrip) {
   bad_rail[kHeader + 1] = 1;
   expect_rejected(bad_rail, bad_rail.size(), "stale writes on a rail that is up");
   expect_rejected(rail, rail.size() - 1, "truncated rail notice");
+  std::vector<uint8_t> rts = encode_rts(5, 0xfffffffeu);
+  ASSERT_EQ(kHeader + 4, rts.size());
+  ASSERT_EQ(0, decode(rts, rts.size(), &m, &why)) << (why ? why : "");
+  EXPECT_EQ(SRD_MSG_RTS, m.type);
+  EXPECT_EQ(5u, m.dst_comm);
+  EXPECT_EQ(0xfffffffeu, m.u.rts.seq);
+  uint8_t buf_rts[64];
+  EXPECT_EQ(0u, srd_msg_encode_rts(buf_rts, kHeader + 3, 0, 0));
 
   std::vector<uint8_t> buf(64);
   EXPECT_EQ(0u, srd_msg_encode_rail(buf.data(), kHeader + 2, 0, &down));
@@ -546,13 +560,13 @@ TEST(Msg, BadHeaderIsRejected) {
     bad[byte] ^= 0x01;
     expect_rejected(bad, bad.size(), "bad magic");
   }
-  for (int v : {0, 1, 2, 3, 255}) {
+  for (int v : {0, 1, 2, 3, 4, 255}) {
     std::vector<uint8_t> bad = good;
     bad[2] = static_cast<uint8_t>(v);
     expect_rejected(bad, bad.size(), "bad version");
   }
   std::vector<uint8_t> ping = encode_ping(1);
-  for (int type : {0, SRD_MSG_RAIL + 1, 64, 255}) {
+  for (int type : {0, SRD_MSG_RTS + 1, 64, 255}) {
     std::vector<uint8_t> bad = ping;
     bad[3] = static_cast<uint8_t>(type);
     expect_rejected(bad, bad.size(), "unknown type");
@@ -579,6 +593,7 @@ std::vector<std::vector<uint8_t>> valid_messages(std::mt19937_64 &rng) {
   out.push_back(encode_trunc(8, 9, 10));
   out.push_back(encode_ping(11));
   out.push_back(encode_bye(12, 13));
+  out.push_back(encode_rts(14, 15));
   return out;
 }
 
@@ -656,6 +671,9 @@ void expect_canonical(const std::vector<uint8_t> &bytes, size_t len, const struc
     ASSERT_LE(m.u.rail.up, 1);
     ASSERT_LE(m.u.rail.stale, m.u.rail.up ? 0 : 1);
     n = srd_msg_encode_rail(again.data(), again.size(), m.dst_comm, &m.u.rail);
+    break;
+  case SRD_MSG_RTS:
+    n = srd_msg_encode_rts(again.data(), again.size(), m.dst_comm, m.u.rts.seq);
     break;
   default:
     FAIL() << "accepted unknown type " << static_cast<int>(m.type);
