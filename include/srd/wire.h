@@ -58,7 +58,7 @@ enum srd_msg_type {
   SRD_MSG_EAGER,      /* sender -> receiver: small message inline */
   SRD_MSG_TRUNC,      /* sender -> receiver: message larger than the buffer */
   SRD_MSG_PING,       /* either way: liveness probe, no answer */
-  SRD_MSG_BYE,        /* either way: the comm closed after next_seq messages */
+  SRD_MSG_BYE,        /* either way: the comm closed after next_seq messages (a send comm: and its writes) */
 };
 
 struct srd_msg_peer { /* HELLO and ACCEPT */
@@ -98,9 +98,15 @@ struct srd_msg_trunc {
   uint64_t size;
 };
 
+/* A send comm's notice says, with SRD_BYE_DRAINED, that it posts no more
+ * writes and that `writes` of its writes completed: the receiver, closing,
+ * waits until that many have landed (DESIGN.md, "Close"). */
 struct srd_msg_bye {
   uint32_t next_seq;
+  uint8_t flags;
+  uint64_t writes;
 };
+#define SRD_BYE_DRAINED 0x1
 
 /* Every header carries the destination comm's token, a random number that
  * comm chose and told its peer in the hello or the answer (0 in a hello: the
@@ -130,7 +136,7 @@ size_t srd_msg_encode_cts(void *buf, size_t cap, uint32_t dst_comm, const struct
 size_t srd_msg_encode_eager_header(void *buf, size_t cap, uint32_t dst_comm, uint32_t seq, int32_t tag, uint32_t len);
 size_t srd_msg_encode_trunc(void *buf, size_t cap, uint32_t dst_comm, uint32_t seq, uint64_t size);
 size_t srd_msg_encode_ping(void *buf, size_t cap, uint32_t dst_comm);
-size_t srd_msg_encode_bye(void *buf, size_t cap, uint32_t dst_comm, uint32_t next_seq);
+size_t srd_msg_encode_bye(void *buf, size_t cap, uint32_t dst_comm, const struct srd_msg_bye *b);
 
 /* Encoders write token 0; the sender stamps the peer's token into the
  * encoded message (srd_comm_send_ctrl). */

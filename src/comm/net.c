@@ -269,6 +269,11 @@ ncclResult_t srd_net_reg_mr(void *comm, void *data, size_t size, int type, int d
 ncclResult_t srd_net_dereg_mr(void *comm, void *mhandle) {
   struct srd_comm *c = comm;
   if (!c || !mhandle) return ncclInvalidArgument;
+  /* NCCL frees the buffer next, before it closes the comm: writes into it
+   * must be over first. */
+  enter_dev(c->dev);
+  srd_proto_quiesce(c->dev, mhandle);
+  pthread_mutex_unlock(&c->dev->lock);
   if (srd_mr_release(&c->dev->mrs, mhandle)) {
     SRD_WARN("deregMr: %p is not a registration of this device", mhandle);
     return ncclInvalidArgument;

@@ -96,13 +96,16 @@ static void stripe_done(struct srd_op *op, int err, const char *errstr) {
   struct srd_req *r = op->owner;
   struct srd_comm *c = r->comm;
   c->ops_in_flight--;
+  c->writes_in_flight--;
   if (err) {
     srd_comm_fail(c, SRD_ERR_REMOTE, "RDMA write failed: %s", errstr ? errstr : fi_strerror(-err));
     srd_req_finish(r, SRD_ERR_REMOTE);
-  } else if (++r->completed == r->nstripes) {
-    srd_req_finish(r, 0);
+  } else {
+    c->writes_done++;
+    if (++r->completed == r->nstripes) srd_req_finish(r, r->result);
   }
   srd_req_op_done(r);
+  srd_proto_bye_progress(c);
 }
 
 /* Post what the provider accepts; the rest waits on the pending list. With
@@ -146,6 +149,7 @@ static int post_stripes(struct srd_req *r) {
     r->posted++;
     r->outstanding++;
     c->ops_in_flight++;
+    c->writes_in_flight++;
   }
   if (queued) srd_dev_kick(dev);
   return SRD_OK;
