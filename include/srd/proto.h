@@ -376,8 +376,12 @@ void srd_proto_on_bye(struct srd_comm *c, const struct srd_msg_bye *m);
 /* Post our notice (drained: a send comm whose writes are over). SRD_OK,
  * SRD_AGAIN or the comm's error. */
 int srd_proto_send_bye(struct srd_comm *c, bool drained);
-/* A send comm that owes its peer the drained notice sends it once nothing
- * of it is in flight any more. */
+/* A closing receive comm's notice, posted once. A provider that refuses it
+ * for NCCL_SRD_KEEPALIVE_MS since since_ms, or fails it, cannot reach the
+ * peer: the comm then waits for nothing (peer_lost). */
+void srd_proto_notify_peer(struct srd_comm *c, uint64_t since_ms);
+/* A send comm that owes its peer the drained notice sends it once none of
+ * its writes is in flight any more. */
 void srd_proto_bye_progress(struct srd_comm *c);
 /* Can a write the peer was cleared to do still land in this receive comm's
  * buffers? */

@@ -4,12 +4,11 @@
 #include "srd/log.h"
 #include "srd/param.h"
 
-/* Still waiting: operations the provider holds, a send comm's drained notice
- * not yet out, or writes the peer completed that have not landed here yet
- * (src/proto/bye.c). */
+/* Still waiting: operations the provider holds (a send comm's writes, then
+ * its notice), or writes the peer completed that have not landed here yet
+ * (src/proto/bye.c). A notice the provider refuses is not waited for. */
 static bool close_busy(struct srd_comm *c) {
-  if (c->ops_in_flight > 0) return true;
-  return c->is_send ? c->bye_due && !c->bye_sent : srd_proto_peer_may_write(c);
+  return c->ops_in_flight > 0 || srd_proto_peer_may_write(c);
 }
 
 void srd_comm_close(struct srd_comm *c) {
@@ -25,13 +24,12 @@ void srd_comm_close(struct srd_comm *c) {
   /* Tell the peer, so its pending calls fail instead of waiting, and, on a
    * receive comm, so that it stops writing and says how many writes it
    * completed; a send comm says so once its own writes are over. */
-  bool notify = c->ready && !c->bye_sent && !c->peer_lost;
-  if (notify && c->is_send) c->bye_due = true;
-  uint64_t timeout = (uint64_t)srd_param_int(SRD_PARAM_CLOSE_TIMEOUT_MS), deadline = srd_now_ms() + timeout;
+  if (c->is_send && c->ready && !c->bye_sent && !c->peer_lost) c->bye_due = true;
+  uint64_t timeout = (uint64_t)srd_param_int(SRD_PARAM_CLOSE_TIMEOUT_MS), start = srd_now_ms();
   for (;;) {
     if (c->is_send) srd_proto_bye_progress(c);
-    else if (notify && !c->bye_sent && !c->peer_closed) srd_proto_send_bye(c, false);
-    if (!close_busy(c) || srd_now_ms() >= deadline) break;
+    else srd_proto_notify_peer(c, start);
+    if (!close_busy(c) || srd_now_ms() - start >= timeout) break;
     srd_dev_wait_step(dev);
   }
   /* Writes that outlived the wait: the peer's receives must still fail. */
