@@ -179,7 +179,7 @@ static int open_dev(int d, struct srd_dev **out) {
 ncclResult_t srd_net_get_properties(int d, struct srd_props *p) {
   if (d < 0 || d >= g.ndevs) return ncclInvalidArgument;
   const struct srd_device_group *grp = &g.devs[d].group;
-  const struct srd_nic *nic = &g.nics.nics[grp->rails[0]];
+  const struct srd_nic *nic = &g.nics.nics[grp->nics[0]];
   memset(p, 0, sizeof(*p));
   p->name = nic->name;
   p->pci_path = grp->pci_path[0] ? grp->pci_path : NULL;

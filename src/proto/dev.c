@@ -65,7 +65,7 @@ static int open_rails(struct srd_dev *dev, int lanes, bool thread_safe) {
   dev->rails = calloc((size_t)dev->nrails, sizeof(*dev->rails));
   if (!dev->rails) return -FI_ENOMEM;
   for (int i = 0; i < dev->nrails; i++) {
-    const struct srd_nic *nic = &dev->nics->nics[dev->group.rails[i % dev->nnics]];
+    const struct srd_nic *nic = &dev->nics->nics[dev->group.nics[i % dev->nnics]];
     /* GPU registrations need a domain opened with FI_HMEM (the rail keeps
      * its own copy of the info). */
     struct fi_info *hmem = dev->gdr.gpu ? srd_gdr_hmem_info(nic->info) : NULL;
@@ -92,7 +92,7 @@ static int open_rails(struct srd_dev *dev, int lanes, bool thread_safe) {
 int srd_dev_open(struct srd_dev *dev) {
   dev->neps = (int)srd_param_int(SRD_PARAM_EPS_PER_RAIL);
   dev->eager_max = (size_t)srd_param_int(SRD_PARAM_EAGER_MAX);
-  dev->nnics = dev->group.nrails;
+  dev->nnics = dev->group.nnics;
   int want = (int)srd_param_int(SRD_PARAM_PROGRESS_THREADS);
   int lanes = want ? lanes_that_fit(want, dev->nnics, dev->neps) : 1;
   if (lanes != (want ? want : 1))
