@@ -1,12 +1,12 @@
-/* Close notices, and the handshake that keeps a closed receive comm's
- * buffers out of its peer's reach: NCCL frees them right after closeRecv,
- * while writes the peer was cleared to do may still be under way (tcp places
- * them from the socket, shm copies them, later, in whichever thread
- * progresses). The closing receiver sends its notice; the sender stops
- * posting writes and, once its posted writes completed, answers with its
- * count of them (SRD_BYE_DRAINED); the receiver's close returns when as many
- * writes have landed. A sender that closes first sends that notice on its
- * own. */
+/* Close notices, and the handshake that keeps a receive buffer NCCL gives
+ * up out of its peer's reach: NCCL deregisters it, frees it, then closes the
+ * comm, while writes the peer was cleared to do may still be under way (tcp
+ * places them from the socket, shm copies them, later, in whichever thread
+ * progresses). The receiver (in deregMr or closeRecv) sends its notice; the
+ * sender stops posting writes and, once its posted writes completed,
+ * answers with its count of them (SRD_BYE_DRAINED); the receiver returns
+ * when as many writes have landed. A sender that closes first sends that
+ * notice on its own. */
 #include "srd/log.h"
 #include "srd/param.h"
 #include "srd/proto.h"
