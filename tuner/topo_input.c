@@ -83,7 +83,7 @@ static void discover(void) {
   int grouped = srd_topo_group(&nics, NULL, (int)srd_param_int(SRD_PARAM_RAILS), &topo) == 0 && topo.ngroups > 0;
   if (grouped) {
     int rails = 0;
-    for (int g = 0; g < topo.ngroups; g++) rails += topo.groups[g].nrails;
+    for (int g = 0; g < topo.ngroups; g++) rails += topo.groups[g].nnics;
     net->rails_per_gpu = (rails + topo.ngroups - 1) / topo.ngroups;
   }
   srd_tuner_net_defaults(net, nics.provider, loopback, probe_ll128(&nics));

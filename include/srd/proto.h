@@ -149,7 +149,17 @@ struct srd_comm {
   uint32_t peer_pid;
   bool peer_closed;     /* the peer sent its close notice */
   uint32_t peer_final_seq; /* messages the closed peer sent (or received) */
-  bool is_send, ready, closing;
+  /* The close handshake (src/proto/bye.c): a closing receive comm waits
+   * until every write its peer completed has landed. */
+  bool bye_sent;        /* our close notice went out */
+  bool bye_due;         /* send comm: the notice goes once our writes are over */
+  bool peer_drained;    /* receive comm: the peer's notice said it writes no more */
+  bool peer_lost;       /* the peer is gone (probe, process check, failed control message) */
+  uint64_t peer_writes; /* receive comm: the writes the drained peer completed */
+  uint64_t writes_done; /* send comm: our writes that completed; receive comm: writes that named us */
+  int writes_in_flight; /* send comm: posted or queued writes not completed (also in ops_in_flight) */
+  bool is_send, ready;
+  bool closing;         /* closed, or its buffer deregistered mid-receive: writes to it only count */
   atomic_bool large;    /* carried a message of at least the stripe threshold: its calls wake the lanes
                          * (read before the lock is taken) */
   int result;           /* first error (enum srd_err); the comm fails fast after it */
@@ -223,6 +233,7 @@ struct srd_recv_comm {
   bool cts_on_request;
   bool asked;           /* an RTS named asked_seq before its receive was posted: */
   uint32_t asked_seq;   /* that receive posts its clear-to-send whatever cts_on_request says */
+  int cleared;          /* receives whose clear-to-send went out and that are not complete: the peer may write */
   uint8_t slot_uses[SRD_REQS_PER_COMM]; /* a late write cannot name a slot's next request */
 };
 
@@ -489,8 +500,29 @@ bool srd_proto_resend_stripes(struct srd_comm *c, int l);
 void srd_proto_repost_cts(struct srd_comm *c);
 /* Free the re-sent stripes' descriptors (device close, rails closed). */
 void srd_dev_free_resends(struct srd_dev *dev);
-void srd_proto_on_bye(struct srd_comm *c, const struct srd_msg_bye *m);
 void srd_proto_on_rts(struct srd_comm *c, const struct srd_msg_rts *m);
+/* Close notices (src/proto/bye.c). on_bye: the peer closed; a send comm
+ * stops writing and answers with its own notice once its writes are over. */
+void srd_proto_on_bye(struct srd_comm *c, const struct srd_msg_bye *m);
+/* Post our notice (drained: a send comm whose writes are over). SRD_OK,
+ * SRD_AGAIN or the comm's error. */
+int srd_proto_send_bye(struct srd_comm *c, bool drained);
+/* A closing receive comm's notice, posted once. A provider that refuses it
+ * for NCCL_SRD_KEEPALIVE_MS since since_ms, or fails it, cannot reach the
+ * peer: the comm then waits for nothing (peer_lost). */
+void srd_proto_notify_peer(struct srd_comm *c, uint64_t since_ms);
+/* A send comm that owes its peer the drained notice sends it once none of
+ * its writes is in flight any more. */
+void srd_proto_bye_progress(struct srd_comm *c);
+/* Can a write the peer was cleared to do still land in this receive comm's
+ * buffers? */
+bool srd_proto_peer_may_write(const struct srd_comm *c);
+/* NCCL deregisters a receive buffer (and frees it) before it closes the
+ * comm: every receive comm of the device with an unfinished receive into the
+ * handle mr fails, tells its peer to stop writing, and this waits (bounded
+ * by NCCL_SRD_CLOSE_TIMEOUT_MS) until the writes the peers completed have
+ * landed. mr is compared, never dereferenced. Lock held. */
+void srd_proto_quiesce(struct srd_dev *dev, const struct srd_mr_ref *mr);
 /* Make the data received into GPU buffers (NCCL's iflush) visible to the GPU
  * (src/proto/flush.c). *req NULL: nothing to wait for (the device needs no
  * flush, no buffer has bytes, or the driver flushed at once); otherwise a
@@ -514,5 +546,6 @@ void srd_req_finish(struct srd_req *r, int result);
 /* One posted operation naming r completed. */
 void srd_req_op_done(struct srd_req *r);
 void srd_pending_add(struct srd_req *r);
+void srd_pending_remove(struct srd_req *r);
 
 #endif

@@ -49,9 +49,9 @@ int srd_ifname_match(const char *spec, const char *name);
  * interface (efa, shm: they report failures through their CQs). */
 int srd_nic_link_down(const char *ifname);
 
-/* One NCCL device: the rails PCIe-local to one GPU (or every rail when there
+/* One NCCL device: the NICs PCIe-local to one GPU (or every NIC when there
  * is no GPU or no PCI NIC). */
-/* How close a device's rails are to its GPU (the tier the grouping used). */
+/* How close a device's NICs are to its GPU (the tier the grouping used). */
 enum srd_locality {
   SRD_LOCALITY_NO_GPU = -1,  /* a device of every rail, no GPU to serve */
   SRD_LOCALITY_SWITCH = 0,   /* behind the GPU's PCIe switch */
@@ -61,13 +61,13 @@ enum srd_locality {
 const char *srd_locality_name(int locality);
 
 struct srd_device_group {
-  int nrails;
-  int rails[SRD_MAX_NICS];  /* the group's NICs: indexes into srd_nic_list.nics, closest first */
+  int nnics;
+  int nics[SRD_MAX_NICS];   /* the group's NICs: indexes into srd_nic_list.nics, closest first */
   int gpu;                  /* index of the GPU it serves, -1 when none */
   int locality;             /* enum srd_locality */
-  int numa;                 /* NUMA node of the first rail, -1 unknown */
+  int numa;                 /* NUMA node of the first NIC, -1 unknown */
   char pci_path[256];       /* sysfs path of the closest NIC, "" when not PCI */
-  int speed_mbps;           /* sum over the rails */
+  int speed_mbps;           /* sum over the NICs */
 };
 
 struct srd_topo {

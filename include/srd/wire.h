@@ -58,7 +58,7 @@ enum srd_msg_type {
   SRD_MSG_EAGER,      /* sender -> receiver: small message inline */
   SRD_MSG_TRUNC,      /* sender -> receiver: message larger than the buffer */
   SRD_MSG_PING,       /* either way: liveness probe, no answer */
-  SRD_MSG_BYE,        /* either way: the comm closed after next_seq messages */
+  SRD_MSG_BYE,        /* either way: the comm closed after next_seq messages (a send comm: and its writes) */
   SRD_MSG_RAIL,       /* either way: the sender's rail went down or came back */
   SRD_MSG_RTS,        /* sender -> receiver: a message that cannot go eagerly waits for seq's clear-to-send */
 };
@@ -100,9 +100,15 @@ struct srd_msg_trunc {
   uint64_t size;
 };
 
+/* A send comm's notice says, with SRD_BYE_DRAINED, that it posts no more
+ * writes and that `writes` of its writes completed: the receiver, closing,
+ * waits until that many have landed (DESIGN.md, "Close"). */
 struct srd_msg_bye {
   uint32_t next_seq;
+  uint8_t flags;
+  uint64_t writes;
 };
+#define SRD_BYE_DRAINED 0x1
 
 struct srd_msg_rail {
   uint8_t rail;  /* the sender's rail index */
@@ -144,7 +150,7 @@ size_t srd_msg_encode_cts(void *buf, size_t cap, uint32_t dst_comm, const struct
 size_t srd_msg_encode_eager_header(void *buf, size_t cap, uint32_t dst_comm, uint32_t seq, int32_t tag, uint32_t len);
 size_t srd_msg_encode_trunc(void *buf, size_t cap, uint32_t dst_comm, uint32_t seq, uint64_t size);
 size_t srd_msg_encode_ping(void *buf, size_t cap, uint32_t dst_comm);
-size_t srd_msg_encode_bye(void *buf, size_t cap, uint32_t dst_comm, uint32_t next_seq);
+size_t srd_msg_encode_bye(void *buf, size_t cap, uint32_t dst_comm, const struct srd_msg_bye *b);
 size_t srd_msg_encode_rail(void *buf, size_t cap, uint32_t dst_comm, const struct srd_msg_rail *m);
 size_t srd_msg_encode_rts(void *buf, size_t cap, uint32_t dst_comm, uint32_t seq);
 

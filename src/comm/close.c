@@ -1,14 +1,15 @@
+#include <stdio.h>
+
 #include "srd/comm.h"
 #include "srd/log.h"
 #include "srd/param.h"
 
-/* Best effort: tell the peer, so its pending calls fail instead of waiting. */
-static size_t encode_bye(void *buf, size_t cap, const void *arg) {
-  const struct srd_comm *c = arg;
-  return srd_msg_encode_bye(buf, cap, c->peer_id, c->next_seq);
+/* Still waiting: operations the provider holds (a send comm's writes, then
+ * its notice), or writes the peer completed that have not landed here yet
+ * (src/proto/bye.c). A notice the provider refuses is not waited for. */
+static bool close_busy(struct srd_comm *c) {
+  return c->ops_in_flight > 0 || srd_proto_peer_may_write(c);
 }
-
-static void send_bye(struct srd_comm *c) { srd_comm_send_ctrl(c, FI_ADDR_UNSPEC, encode_bye, c, NULL); }
 
 void srd_comm_close(struct srd_comm *c) {
   struct srd_dev *dev = c->dev;
@@ -17,13 +18,33 @@ void srd_comm_close(struct srd_comm *c) {
              "%llu request(s) completed on a lane thread", c->is_send ? "send" : "recv", c->id,
              (unsigned long long)c->traffic.eager, (unsigned long long)c->traffic.rendezvous,
              (unsigned long long)c->traffic.writes, (unsigned long long)c->traffic.by_lane);
-  if (c->ready && !c->result && !c->peer_closed) send_bye(c);
   c->closing = true;
   c->magic = 0; /* NCCL's handle is dead from here on, even if the memory waits on the provider */
   for (int i = 0; i < SRD_REQS_PER_COMM; i++)
     if (c->reqs[i] && !c->reqs[i]->done) srd_req_finish(c->reqs[i], SRD_ERR_USAGE);
-  uint64_t deadline = srd_now_ms() + (uint64_t)srd_param_int(SRD_PARAM_CLOSE_TIMEOUT_MS);
-  while (c->ops_in_flight > 0 && srd_now_ms() < deadline) srd_dev_wait_step(dev);
+  /* Tell the peer, so its pending calls fail instead of waiting, and, on a
+   * receive comm, so that it stops writing and says how many writes it
+   * completed; a send comm says so once its own writes are over. */
+  if (c->is_send && c->ready && !c->bye_sent && !c->peer_lost) c->bye_due = true;
+  uint64_t timeout = (uint64_t)srd_param_int(SRD_PARAM_CLOSE_TIMEOUT_MS), start = srd_now_ms();
+  for (;;) {
+    if (c->is_send) srd_proto_bye_progress(c);
+    else srd_proto_notify_peer(c, start);
+    if (!close_busy(c) || srd_now_ms() - start >= timeout) break;
+    srd_dev_wait_step(dev);
+  }
+  /* Writes that outlived the wait: the peer's receives must still fail. */
+  if (c->is_send && c->bye_due && !c->bye_sent) srd_proto_send_bye(c, false);
+  if (srd_proto_peer_may_write(c)) {
+    char what[96];
+    if (c->peer_drained)
+      snprintf(what, sizeof what, "%llu of the peer's %llu writes landed", (unsigned long long)c->writes_done,
+               (unsigned long long)c->peer_writes);
+    else
+      snprintf(what, sizeof what, "the peer did not answer the close notice");
+    SRD_WARN("recv comm %#x closed while writes its peer was cleared to do may still land in its buffers: %s within "
+             "NCCL_SRD_CLOSE_TIMEOUT_MS=%llu", c->id, what, (unsigned long long)timeout);
+  }
   if (c->ops_in_flight > 0) {
     SRD_WARN("comm %#x closed with %d operations still held by the provider; freed when they complete", c->id,
              c->ops_in_flight);

@@ -189,7 +189,7 @@ static int open_dev(int d, struct srd_dev **out) {
 ncclResult_t srd_net_get_properties(int d, struct srd_props *p) {
   if (d < 0 || d >= g.ndevs) return ncclInvalidArgument;
   const struct srd_device_group *grp = &g.devs[d].group;
-  const struct srd_nic *nic = &g.nics.nics[grp->rails[0]];
+  const struct srd_nic *nic = &g.nics.nics[grp->nics[0]];
   memset(p, 0, sizeof(*p));
   p->name = nic->name;
   p->pci_path = grp->pci_path[0] ? grp->pci_path : NULL;
@@ -279,6 +279,11 @@ ncclResult_t srd_net_reg_mr(void *comm, void *data, size_t size, int type, int d
 ncclResult_t srd_net_dereg_mr(void *comm, void *mhandle) {
   struct srd_comm *c = comm;
   if (!c || !mhandle) return ncclInvalidArgument;
+  /* NCCL frees the buffer next, before it closes the comm: writes into it
+   * must be over first. */
+  enter_dev(c->dev, true);
+  srd_proto_quiesce(c->dev, mhandle);
+  pthread_mutex_unlock(&c->dev->lock);
   if (srd_mr_release(&c->dev->mrs, mhandle)) {
     SRD_WARN("deregMr: %p is not a registration of this device", mhandle);
     return ncclInvalidArgument;

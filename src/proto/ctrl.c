@@ -68,11 +68,15 @@ static void ctrl_done(struct srd_op *op, int err, const char *errstr) {
     }
   }
   dev->rail_ops->put_send_buf(b);
-  if (err) srd_comm_fail(c, SRD_ERR_REMOTE, "control message to the peer failed: %s", errstr ? errstr : fi_strerror(-err));
+  if (err) {
+    c->peer_lost = true; /* no close handshake waits on it */
+    srd_comm_fail(c, SRD_ERR_REMOTE, "control message to the peer failed: %s", errstr ? errstr : fi_strerror(-err));
+  }
   if (req) {
     srd_req_finish(req, err ? SRD_ERR_REMOTE : SRD_OK);
     srd_req_op_done(req);
   }
+  srd_proto_bye_progress(c);
 }
 
 static int send_on(struct srd_comm *c, int path, fi_addr_t dest, srd_ctrl_encoder encode, const void *arg,

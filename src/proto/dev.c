@@ -68,7 +68,7 @@ static int open_rails(struct srd_dev *dev, int lanes) {
   dev->rails = calloc((size_t)dev->nrails, sizeof(*dev->rails));
   if (!dev->rails) return -FI_ENOMEM;
   for (int i = 0; i < dev->nrails; i++) {
-    const struct srd_nic *nic = &dev->nics->nics[dev->group.rails[i % dev->nnics]];
+    const struct srd_nic *nic = &dev->nics->nics[dev->group.nics[i % dev->nnics]];
     /* GPU registrations need a domain opened with FI_HMEM (the rail keeps
      * its own copy of the info). */
     struct fi_info *hmem = dev->gdr.gpu ? srd_gdr_hmem_info(nic->info) : NULL;
@@ -97,7 +97,7 @@ static int open_rails(struct srd_dev *dev, int lanes) {
  * first listens or connects: every local rank loaded the plugin (and joined
  * the count, srd_net_init) before NCCL's bootstrap let any of them go on. */
 static int auto_threads(const struct srd_dev *dev) {
-  if (!strcmp(dev->nics->nics[dev->group.rails[0]].info->fabric_attr->prov_name, "efa")) return 0;
+  if (!strcmp(dev->nics->nics[dev->group.nics[0]].info->fabric_attr->prov_name, "efa")) return 0;
   int fake = (int)srd_param_int(SRD_PARAM_TEST_CPUS);
   int cpus = fake ? fake : srd_cpus_available(), online = fake ? fake : srd_cpus_online();
   int procs = srd_host_procs_count();
@@ -111,7 +111,7 @@ static int auto_threads(const struct srd_dev *dev) {
 int srd_dev_open(struct srd_dev *dev) {
   dev->neps = (int)srd_param_int(SRD_PARAM_EPS_PER_RAIL);
   dev->eager_max = (size_t)srd_param_int(SRD_PARAM_EAGER_MAX);
-  dev->nnics = dev->group.nrails;
+  dev->nnics = dev->group.nnics;
   dev->sched.threshold = (size_t)srd_param_int(SRD_PARAM_STRIPE_THRESHOLD);
   int set = (int)srd_param_int(SRD_PARAM_PROGRESS_THREADS);
   int want = set >= 0 ? set : auto_threads(dev);

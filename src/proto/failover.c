@@ -37,7 +37,7 @@ void srd_dev_failover_init(struct srd_dev *dev) {
 
 static int rail_mbps(const struct srd_dev *dev, int l) {
   int lanes = dev->lanes_per_nic > 0 ? dev->lanes_per_nic : 1;
-  return dev->nics ? dev->nics->nics[dev->group.rails[l % dev->nnics]].speed_mbps / lanes : 0;
+  return dev->nics ? dev->nics->nics[dev->group.nics[l % dev->nnics]].speed_mbps / lanes : 0;
 }
 
 static int rails_left(const struct srd_dev *dev, int *mbps) {

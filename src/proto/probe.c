@@ -24,9 +24,11 @@ static void send_ping(struct srd_comm *c, uint64_t now, uint64_t quiet) {
     c->probe_refused_since_ms = 0;
   } else if (rc == SRD_AGAIN) {
     if (!c->probe_refused_since_ms) c->probe_refused_since_ms = now;
-    else if (now - c->probe_refused_since_ms > PROBE_REFUSALS_MS_FACTOR * quiet)
+    else if (now - c->probe_refused_since_ms > PROBE_REFUSALS_MS_FACTOR * quiet) {
+      c->peer_lost = true;
       srd_comm_fail(c, SRD_ERR_REMOTE, "peer unreachable: silent for %llu ms and the provider refuses to reach it",
                     (unsigned long long)(now - c->last_heard_ms));
+    }
   }
 }
 
@@ -38,6 +40,7 @@ void srd_dev_probe_silent_peers(struct srd_dev *dev, uint64_t now) {
   bool last_gone = false;
   for (int i = 0; i < dev->comms_end; i++) {
     struct srd_comm *c = dev->comms[i];
+    if (c && c->bye_due) srd_proto_bye_progress(c); /* the provider refused it earlier */
     if (!c || !c->ready || c->result || c->closing) continue;
     /* shm has no transport-level failure detection; its peers share our host. */
     if (dev->host_local && c->peer_pid && c->peer_pid != last_pid) {
@@ -49,7 +52,10 @@ void srd_dev_probe_silent_peers(struct srd_dev *dev, uint64_t now) {
      * progress has dispatched it. */
     if (dev->host_local && c->peer_pid && last_gone) {
       if (!c->peer_gone_ms) c->peer_gone_ms = now;
-      else if (now > c->peer_gone_ms) srd_comm_fail(c, SRD_ERR_REMOTE, "peer process %u exited", c->peer_pid);
+      else if (now > c->peer_gone_ms) {
+        c->peer_lost = true;
+        srd_comm_fail(c, SRD_ERR_REMOTE, "peer process %u exited", c->peer_pid);
+      }
       continue;
     }
     bool waiting = c->reqs_in_flight > 0 || now - c->last_wait_ms < 2 * quiet;

@@ -9,7 +9,9 @@
 
 static void entry_complete(struct srd_req *r, struct srd_recv_entry *e) {
   e->complete = true;
-  if (++r->entries_done == r->n) srd_req_finish(r, r->result);
+  if (++r->entries_done < r->n) return;
+  if (r->cts_sent) srd_recv_comm(r->comm)->cleared--; /* no write can come for it any more */
+  srd_req_finish(r, r->result);
 }
 
 /* Eager data for entry-matching by tag, as the sender matched the CTS. */
@@ -104,6 +106,8 @@ void srd_proto_on_trunc(struct srd_comm *c, const struct srd_msg_trunc *m) {
  * and the original may land too (late, or beside its copy). Such a second
  * copy, or a write for a receive that completed, is dropped then. */
 void srd_proto_on_write(struct srd_comm *c, struct srd_imm imm, size_t len, int stripe) {
+  c->writes_done++;
+  if (c->closing) return; /* the close waits for it: its receive was failed already */
   struct srd_req *r = c->reqs[imm.slot & ((1u << SRD_SLOT_BITS) - 1)];
   if (!r || r->slot_tag != imm.slot || r->kind != SRD_REQ_RECV || r->done || !r->cts_sent ||
       imm.entry >= (uint32_t)r->n || r->e[imm.entry].complete) {
@@ -164,25 +168,6 @@ void srd_proto_on_rts(struct srd_comm *c, const struct srd_msg_rts *m) {
   }
 }
 
-/* The sender closed after next_seq messages: receives beyond them can never
- * complete; earlier ones still may (the notice can overtake data). */
-void srd_proto_on_bye(struct srd_comm *c, const struct srd_msg_bye *m) {
-  c->peer_closed = true;
-  c->peer_final_seq = m->next_seq;
-  if (c->is_send) return; /* the next isend fails */
-  int failed = 0;
-  for (int i = 0; i < SRD_REQS_PER_COMM; i++) {
-    struct srd_req *r = c->reqs[i];
-    if (r && !r->done && r->kind == SRD_REQ_RECV && (int32_t)(r->seq + (uint32_t)r->n - m->next_seq) > 0) {
-      srd_req_finish(r, SRD_ERR_REMOTE);
-      failed++;
-    }
-  }
-  if (failed)
-    SRD_WARN("recv comm %#x: the peer closed its send comm after %u messages; %d receive(s) fail", c->id,
-             m->next_seq, failed);
-}
-
 static size_t encode_cts(void *buf, size_t cap, const void *arg) {
   const struct srd_req *r = arg;
   const struct srd_comm *c = r->comm;
@@ -214,8 +199,11 @@ void srd_proto_repost_cts(struct srd_comm *c) {
 
 static int post_cts(struct srd_req *r) {
   int rc = srd_comm_send_ctrl(r->comm, FI_ADDR_UNSPEC, encode_cts, r, NULL);
-  if (rc == SRD_OK) r->cts_sent = true;
-  if (rc == SRD_OK) SRD_STAT(SRD_STAT_CTS_SENT);
+  if (rc == SRD_OK) {
+    if (!r->cts_sent) srd_recv_comm(r->comm)->cleared++; /* a failover re-post is not a second clearance */
+    r->cts_sent = true;
+    SRD_STAT(SRD_STAT_CTS_SENT);
+  }
   return rc;
 }
 

@@ -78,7 +78,7 @@ void srd_pools_free(struct srd_dev *dev) {
   }
 }
 
-static void pending_remove(struct srd_req *r) {
+void srd_pending_remove(struct srd_req *r) {
   struct srd_dev *dev = r->comm->dev;
   struct srd_req **p = &dev->pending_head, *prev = NULL;
   while (*p && *p != r) prev = *p, p = &(*p)->next_pending;
@@ -103,17 +103,24 @@ void srd_req_finish(struct srd_req *r, int result) {
   r->done = true;
   r->result = result;
   if (srd_on_lane_thread()) r->comm->traffic.by_lane++;
-  if (r->on_pending) pending_remove(r);
+  if (r->on_pending) srd_pending_remove(r);
   r->comm->reqs_in_flight--;
+}
+
+/* A receive whose clear-to-send went out and that did not complete (it
+ * failed) may still be written by the peer: it keeps its slot until the comm
+ * closes, so that deregistering its buffer finds it (srd_proto_quiesce). */
+static bool may_be_written(const struct srd_req *r) {
+  return r->kind == SRD_REQ_RECV && r->cts_sent && r->entries_done < r->n;
 }
 
 void srd_req_release(struct srd_req *r) {
   if (!r->done) srd_req_finish(r, r->result);
   r->released = true;
-  if (r->outstanding == 0) recycle(r);
+  if (r->outstanding == 0 && !may_be_written(r)) recycle(r);
 }
 
 void srd_req_op_done(struct srd_req *r) {
   r->outstanding--;
-  if (r->released && r->outstanding == 0) recycle(r);
+  if (r->released && r->outstanding == 0 && !may_be_written(r)) recycle(r);
 }

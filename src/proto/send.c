@@ -124,6 +124,8 @@ static void stripe_done(struct srd_op *op, int err, const char *errstr) {
     free(op);
   }
   c->ops_in_flight--;
+  c->writes_in_flight--;
+  if (!err) c->writes_done++; /* every copy that completed: the peer counts every one that landed */
   if (r->stripes_done >> i & 1) {
     /* The other copy of this stripe completed first. */
   } else if (err && c->dev->failover && !c->result && !r->done) {
@@ -140,9 +142,10 @@ static void stripe_done(struct srd_op *op, int err, const char *errstr) {
   } else {
     r->stripes_done |= 1u << i;
     r->resend &= ~(1u << i);
-    if (++r->completed == r->nstripes) srd_req_finish(r, 0);
+    if (++r->completed == r->nstripes) srd_req_finish(r, r->result);
   }
   srd_req_op_done(r);
+  srd_proto_bye_progress(c);
 }
 
 /* Post stripe i of r on path into w; the provider's answer (0, -FI_EAGAIN,
@@ -218,6 +221,7 @@ static int post_resends(struct srd_req *r, bool *queued) {
     r->resend &= ~(1u << i);
     r->outstanding++;
     c->ops_in_flight++;
+    c->writes_in_flight++;
     c->traffic.resent++;
   }
   return SRD_OK;
@@ -244,6 +248,7 @@ static int post_stripes(struct srd_req *r) {
       r->posted++;
       r->outstanding++;
       c->ops_in_flight++;
+      c->writes_in_flight++;
     }
   }
   if (queued) srd_dev_kick(dev);

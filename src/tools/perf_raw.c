@@ -325,8 +325,8 @@ struct perf_transport *perf_raw_open(int dev, int cuda) {
   snprintf(r->base.provider, sizeof(r->base.provider), "%s", nics.provider);
   r->base.max_recvs = PERF_TEST_SIZES;
   int n = snprintf(r->base.device, sizeof(r->base.device), "group %d of %d:", dev, topo->ngroups);
-  for (int i = 0; i < g->nrails && r->nrails < RAW_MAX_RAILS; i++) {
-    const struct srd_nic *nic = &nics.nics[g->rails[i]];
+  for (int i = 0; i < g->nnics && r->nrails < RAW_MAX_RAILS; i++) {
+    const struct srd_nic *nic = &nics.nics[g->nics[i]];
     if (open_rail(&r->rails[r->nrails++], nic, cuda)) goto fail;
     if (n < (int)sizeof(r->base.device))
       n += snprintf(r->base.device + n, sizeof(r->base.device) - (size_t)n, " %s", nic->name);

@@ -122,9 +122,9 @@ static void print_text(const struct info_report *r) {
       if (grp->gpu < 0) snprintf(gpu, sizeof(gpu), "none");
       else snprintf(gpu, sizeof(gpu), "%d (rails: %s)", grp->gpu, srd_locality_name(grp->locality));
       printf("  dev %d  nearest GPU %s, numa %d, %d Mbps, %d rail%s, pci %s\n", g, gpu, grp->numa, grp->speed_mbps,
-             grp->nrails, grp->nrails == 1 ? "" : "s", grp->pci_path[0] ? grp->pci_path : "none");
-      for (int k = 0; k < grp->nrails; k++) {
-        const struct srd_nic *n = &r->nics.nics[grp->rails[k]];
+             grp->nnics, grp->nnics == 1 ? "" : "s", grp->pci_path[0] ? grp->pci_path : "none");
+      for (int k = 0; k < grp->nnics; k++) {
+        const struct srd_nic *n = &r->nics.nics[grp->nics[k]];
         printf("         rail %d: %-16s pci %-14s numa %-3d %6d Mbps\n", k, n->name,
                n->pci_bus_id[0] ? n->pci_bus_id : "none", n->numa, n->speed_mbps);
       }
@@ -216,7 +216,7 @@ static int print_json(const struct info_report *r) {
     json_int(&w, "speed_mbps", grp->speed_mbps);
     json_string(&w, "pci_path", grp->pci_path[0] ? grp->pci_path : NULL);
     json_begin_array(&w, "rails");
-    for (int k = 0; k < grp->nrails; k++) json_string(&w, NULL, r->nics.nics[grp->rails[k]].name);
+    for (int k = 0; k < grp->nnics; k++) json_string(&w, NULL, r->nics.nics[grp->nics[k]].name);
     json_end_array(&w);
     json_gdr(&w, &r->gdr[g]);
     json_end_object(&w);

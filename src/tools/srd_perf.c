@@ -160,13 +160,15 @@ static int wait_child(pid_t child, int timeout_s, int *status) {
 }
 
 /* --pin: the client takes the first CPU it may run on, the server the
- * second, so that neither waits for the other to be scheduled. */
-static void pin_to(int nth) {
-  cpu_set_t allowed, one;
-  if (sched_getaffinity(0, sizeof(allowed), &allowed)) return;
+ * second, so that neither waits for the other to be scheduled. allowed is
+ * the set the run started with: the client is this process, pinned only for
+ * its run (a second run's server, forked from it, would otherwise inherit
+ * the one CPU and share it with the client). */
+static void pin_to(int nth, const cpu_set_t *allowed) {
+  cpu_set_t one;
   CPU_ZERO(&one);
   for (int cpu = 0, seen = 0; cpu < CPU_SETSIZE; cpu++)
-    if (CPU_ISSET(cpu, &allowed) && seen++ == nth) {
+    if (CPU_ISSET(cpu, allowed) && seen++ == nth) {
       CPU_SET(cpu, &one);
       if (sched_setaffinity(0, sizeof(one), &one)) perf_error("--pin: cannot pin to CPU %d", cpu);
       return;
@@ -180,10 +182,8 @@ static int run_local(struct perf_opts *o, struct perf_side *keep) {
     perf_error("socketpair: %s", strerror(errno));
     return 1;
   }
-  /* --pin narrows this process to one CPU: the next local run (the raw half
-   * of a comparison) must start from the CPUs we were given. */
-  cpu_set_t given;
-  bool restore = o->pin && !sched_getaffinity(0, sizeof(given), &given);
+  cpu_set_t allowed;
+  bool pin = o->pin && !sched_getaffinity(0, sizeof(allowed), &allowed);
   fflush(stdout);
   pid_t child = fork();
   if (child < 0) {
@@ -193,16 +193,16 @@ static int run_local(struct perf_opts *o, struct perf_side *keep) {
   if (child == 0) {
     close(fds[0]);
     perf_log_set_name("srd-perf[server]");
-    if (o->pin) pin_to(1);
+    if (pin) pin_to(1, &allowed);
     int rc = run(o, fds[1], 0, NULL);
     close(fds[1]);
     exit(rc); /* stdout was flushed before fork: nothing is written twice */
   }
   close(fds[1]);
   perf_log_set_name("srd-perf[client]");
-  if (o->pin) pin_to(0);
+  if (pin) pin_to(0, &allowed);
   int rc = run(o, fds[0], 1, keep);
-  if (restore) sched_setaffinity(0, sizeof(given), &given);
+  if (pin && sched_setaffinity(0, sizeof(allowed), &allowed)) perf_error("--pin: cannot restore the CPU set");
   close(fds[0]); /* a server still waiting on us sees the channel close */
   int status = 0;
   if (!wait_child(child, o->timeout_s, &status)) {

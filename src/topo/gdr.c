@@ -241,10 +241,10 @@ void srd_gdr_gather(const struct srd_nic_list *nics, const struct srd_device_gro
   memset(in, 0, sizeof(*in));
   in->mode = mode;
   snprintf(in->provider, sizeof(in->provider), "%s", nics->provider);
-  in->fi_hmem = grp->nrails > 0;
+  in->fi_hmem = grp->nnics > 0;
   in->fi_no_cuda_calls = -1;
-  for (int i = 0; i < grp->nrails && in->fi_hmem; i++) {
-    struct fi_info *h = srd_gdr_hmem_info(nics->nics[grp->rails[i]].info);
+  for (int i = 0; i < grp->nnics && in->fi_hmem; i++) {
+    struct fi_info *h = srd_gdr_hmem_info(nics->nics[grp->nics[i]].info);
     in->fi_hmem = h != NULL;
     if (h && i == 0 && mode != SRD_GDR_OFF) probe_no_cuda_calls(h, in);
     fi_freeinfo(h);

@@ -277,7 +277,7 @@ static uint64_t share_of(const struct placement *pl, int g) {
 }
 
 static void add_rail(struct srd_device_group *grp, const struct srd_nic_list *nics, int i) {
-  grp->rails[grp->nrails++] = i;
+  grp->nics[grp->nnics++] = i;
   grp->speed_mbps += nics->nics[i].speed_mbps;
 }
 
@@ -285,16 +285,16 @@ static void log_group(const struct srd_device_group *grp, const struct srd_nic_l
                       const char *why) {
   char names[512] = "";
   size_t len = 0;
-  for (int r = 0; r < grp->nrails && len < sizeof(names); r++)
-    len += snprintf(names + len, sizeof(names) - len, "%s%s", r ? "," : "", nics->nics[grp->rails[r]].name);
+  for (int r = 0; r < grp->nnics && len < sizeof(names); r++)
+    len += snprintf(names + len, sizeof(names) - len, "%s%s", r ? "," : "", nics->nics[grp->nics[r]].name);
   SRD_INFO(NCCL_INIT | NCCL_NET, "topology: device %d (GPU %d): %d rail(s) [%s], %d Mb/s, NUMA node %d, %s; %s",
-           index, grp->gpu, grp->nrails, names, grp->speed_mbps, grp->numa, grp->pci_path[0] ? grp->pci_path : "no PCI path",
+           index, grp->gpu, grp->nnics, names, grp->speed_mbps, grp->numa, grp->pci_path[0] ? grp->pci_path : "no PCI path",
            why);
 }
 
 static void finish_group(struct srd_device_group *grp, const struct srd_nic_list *nics, const int *nic_numa) {
-  if (!grp->nrails) return;
-  int first = grp->rails[0];
+  if (!grp->nnics) return;
+  int first = grp->nics[0];
   grp->numa = nic_numa ? nic_numa[first] : nics->nics[first].numa;
   snprintf(grp->pci_path, sizeof(grp->pci_path), "%s", nics->nics[first].pci_path);
 }
@@ -305,7 +305,7 @@ static void group_all(const struct srd_nic_list *nics, int nnics, const int *nic
   memset(grp, 0, sizeof(*grp));
   grp->gpu = -1;
   grp->locality = SRD_LOCALITY_NO_GPU;
-  for (int i = 0; i < nnics && (!max_rails || grp->nrails < max_rails); i++) add_rail(grp, nics, i);
+  for (int i = 0; i < nnics && (!max_rails || grp->nnics < max_rails); i++) add_rail(grp, nics, i);
   finish_group(grp, nics, nic_numa);
   out->ngroups = 1;
   log_group(grp, nics, 0, why);
@@ -327,7 +327,7 @@ static void group_by_gpu(const struct placement *pl, const struct srd_nic_list *
     int hops[SRD_MAX_NICS];
     for (int i = 0; i < pl->nnics; i++)
       if (share >> i & 1) common_ancestor(pl->gpus[g].obj, pl->nic_obj[i], &hops[i]);
-    while (share && (!max_rails || grp->nrails < max_rails)) {
+    while (share && (!max_rails || grp->nnics < max_rails)) {
       int pick = -1;
       for (int i = 0; i < pl->nnics; i++)
         if ((share >> i & 1) && (pick < 0 || hops[i] < hops[pick])) pick = i;
@@ -337,7 +337,7 @@ static void group_by_gpu(const struct placement *pl, const struct srd_nic_list *
     finish_group(grp, nics, pl->nic_numa);
     char why[160];
     snprintf(why, sizeof(why), "%s, %d of %d candidate NIC(s)%s", srd_locality_name(pl->gpus[g].tier), nshare,
-             popcount64(pl->gpus[g].candidates), grp->nrails < nshare ? ", capped by max rails" : "");
+             popcount64(pl->gpus[g].candidates), grp->nnics < nshare ? ", capped by max rails" : "");
     log_group(grp, nics, g, why);
   }
   out->ngroups = pl->ngpus;

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #define MSG_MAGIC 0x5352u /* "SR" */
-#define MSG_VERSION 5 /* 4: every header carries the destination comm's token; 5: requests to send, rail notices */
+#define MSG_VERSION 5 /* 4: every header carries the destination comm's token; 5: requests to send, rail notices, the close notice counts writes */
 #define HANDLE_MAGIC 0x31445253u /* "SRD1" */
 #define TOKEN_AT 8 /* header: magic (2), version (1), type (1), destination comm (4), token (8) */
 
@@ -165,10 +165,12 @@ size_t srd_msg_encode_ping(void *buf, size_t cap, uint32_t dst_comm) {
   return written(&c, buf);
 }
 
-size_t srd_msg_encode_bye(void *buf, size_t cap, uint32_t dst_comm, uint32_t next_seq) {
+size_t srd_msg_encode_bye(void *buf, size_t cap, uint32_t dst_comm, const struct srd_msg_bye *b) {
   struct cur c = writer(buf, cap);
   put_header(&c, SRD_MSG_BYE, dst_comm);
-  put(&c, next_seq, 4);
+  put(&c, b->next_seq, 4);
+  put(&c, b->flags, 1);
+  put(&c, b->writes, 8);
   return written(&c, buf);
 }
 
@@ -268,7 +270,10 @@ int srd_msg_decode(const void *buf, size_t len, struct srd_msg *m, const char **
     break;
   case SRD_MSG_BYE:
     m->u.bye.next_seq = (uint32_t)get(&c, 4);
+    m->u.bye.flags = (uint8_t)get(&c, 1);
+    m->u.bye.writes = get(&c, 8);
     if (c.bad) return *why = "truncated close notice", -1;
+    if (m->u.bye.flags & ~SRD_BYE_DRAINED) return *why = "unknown close notice flags", -1;
     break;
   case SRD_MSG_RAIL:
     m->u.rail.rail = (uint8_t)get(&c, 1);

@@ -5,6 +5,7 @@
  * exact: a receive pending when the sender closed fails with
  * ncclRemoteError within 10 s and a message that left before its sender
  * closed is still delivered intact. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -37,7 +38,10 @@ static void poke(void **reqs, int n) {
   }
 }
 
-/* The receiver closes with two receives posted that no one will send to. */
+/* The receiver closes with two receives posted that no one will send to.
+ * The sender closes too, as NCCL tears down both sides: its close answers
+ * the receiver's close notice (a peer that never calls in again would keep
+ * the receiver waiting NCCL_SRD_CLOSE_TIMEOUT_MS for that answer). */
 static int recv_pending(int rank, int nranks, void *arg) {
   st_setup(arg, st_version(VERSION));
   void *comm = st_pair_comm(rank, 0, 1, SETUP_MS), *mh = NULL;
@@ -58,11 +62,13 @@ static int recv_pending(int rank, int nranks, void *arg) {
       ST_CHECK(w == ST_DONE, "irecv %d: %s (rc %d)", i, w == ST_TIMEOUT ? "never accepted" : "error", (int)rc);
     }
     poke(reqs, 2);
+    signal_peer(1, 'r');
     close_comm(rank, 0, comm, mh);
     signal_peer(1, 'x');
   } else {
-    await_peer(0, 'x');
+    await_peer(0, 'r');
     close_comm(rank, 0, comm, mh);
+    await_peer(0, 'x');
   }
   st_free(buf, 2 * MIB);
   ST_NCCL(st_net_finalize());
@@ -149,6 +155,106 @@ static int mid_transfer(int rank, int nranks, void *arg) {
   return 0;
 }
 
+/* The receiver stops while the sender's writes into its buffers are under
+ * way, then marks the whole buffer and keeps its device progressing (a
+ * second comm's receive; progress lanes need nothing) until the sender's
+ * sends are over and a while after: no byte may change once the call that
+ * gives the buffer up returned. NCCL deregisters, frees the buffer, then
+ * closes the comm (recvProxyFree), so that call is deregMr; closeRecv first
+ * (the other case) must protect the buffer just as well. A write landing
+ * later lands in memory NCCL has freed. */
+#define LATE_NREQ 16
+#define LATE_SIZE (4 * MIB)
+#define LATE_MARK 0xa5
+static int late_writes(int rank, void *arg, bool dereg_first) {
+  st_setup(arg, st_version(VERSION));
+  void *comm = st_pair_comm(rank, 0, 1, SETUP_MS), *mh = NULL;
+  void *idle = st_pair_comm(rank, 0, 1, SETUP_MS); /* only to drive the receiver's progress */
+  unsigned char *buf = st_alloc(LATE_NREQ * LATE_SIZE);
+  ST_NCCL(st_net_reg_mr(comm, buf, LATE_NREQ * LATE_SIZE, &mh));
+  void *reqs[LATE_NREQ] = {0};
+  for (int j = 0; j < LATE_NREQ; j++) {
+    void *data = buf + j * LATE_SIZE;
+    size_t size = LATE_SIZE;
+    ncclResult_t rc = ncclSuccess;
+    enum st_wait w = rank == 0 ? st_irecv_wait(comm, 1, &data, &size, &j, &mh, &reqs[j], SETUP_MS, &rc)
+                               : st_isend_wait(comm, data, size, j, mh, &reqs[j], SETUP_MS, &rc);
+    /* The receiver may close before the last sends are posted: they fail. */
+    if (rank == 1 && j > 0 && w == ST_ERROR && rc == ncclRemoteError) break;
+    ST_CHECK(w == ST_DONE, "%s #%d: %s (rc %d)", rank ? "isend" : "irecv", j,
+             w == ST_TIMEOUT ? "never accepted" : "error", (int)rc);
+  }
+  if (rank == 1) {
+    signal_peer(0, 'p');
+    /* Every send ends, completed or failed, once the receiver closed. */
+    int64_t deadline = st_now_ms() + SETUP_MS;
+    for (int left = LATE_NREQ; left > 0;) {
+      ST_CHECK(st_now_ms() < deadline, "%d send(s) neither completed nor failed after the receiver closed", left);
+      left = 0;
+      for (int j = 0; j < LATE_NREQ; j++) {
+        if (!reqs[j]) continue;
+        int done = 0;
+        if (st_net_test(reqs[j], &done, NULL) != ncclSuccess || done) reqs[j] = NULL;
+        else left++;
+      }
+    }
+    signal_peer(0, 'd');
+    await_peer(0, 'y');
+    ST_NCCL(st_net_close_send(idle));
+    close_comm(rank, 0, comm, mh);
+  } else {
+    /* Close once the first message is in or the sender posted its sends,
+     * whichever comes first: the rest is in flight. */
+    int64_t deadline = st_now_ms() + SETUP_MS;
+    void *first[1] = {reqs[0]};
+    while (first[0] && !st_oob_ready(1)) {
+      poke(first, 1);
+      ST_CHECK(st_now_ms() < deadline, "the first message did not arrive");
+    }
+    ncclResult_t rc = ncclSuccess;
+    enum st_wait w;
+    int64_t t0 = st_now_ms();
+    ST_NCCL(dereg_first ? st_net_dereg_mr(comm, mh) : st_net_close_recv(comm));
+    int64_t closed_ms = st_now_ms() - t0;
+    memset(buf, LATE_MARK, LATE_NREQ * LATE_SIZE);
+    void *probe_req = NULL, *probe_mh = NULL, *probe_data = st_alloc(64);
+    size_t probe_size = 64;
+    int probe_tag = 0;
+    ST_NCCL(st_net_reg_mr(idle, probe_data, 64, &probe_mh));
+    w = st_irecv_wait(idle, 1, &probe_data, &probe_size, &probe_tag, &probe_mh, &probe_req, SETUP_MS, &rc);
+    ST_CHECK(w == ST_DONE, "irecv on the second comm: %s (rc %d)", w == ST_TIMEOUT ? "never accepted" : "error",
+             (int)rc);
+    await_peer(1, 'p');
+    int64_t quiet_until = 0;
+    deadline = st_now_ms() + SETUP_MS;
+    while (!quiet_until || st_now_ms() < quiet_until) {
+      void *p[1] = {probe_req};
+      poke(p, 1);
+      ST_CHECK(p[0], "the second comm's receive ended although nothing was sent to it");
+      if (!quiet_until && st_oob_ready(1)) {
+        await_peer(1, 'd');
+        quiet_until = st_now_ms() + 300;
+      }
+      ST_CHECK(st_now_ms() < deadline, "the sender did not finish its sends");
+    }
+    size_t bad = st_check_byte(buf, LATE_NREQ * LATE_SIZE, LATE_MARK);
+    const char *call = dereg_first ? "deregMr" : "closeRecv";
+    ST_CHECK(bad == SIZE_MAX, "a write landed in receive buffer %zu at offset %zu after %s returned", bad / LATE_SIZE,
+             bad % LATE_SIZE, call);
+    st_note("%s with writes in flight returned after %lld ms; nothing landed after it", call, (long long)closed_ms);
+    signal_peer(1, 'y');
+    ST_NCCL(dereg_first ? st_net_close_recv(comm) : st_net_dereg_mr(comm, mh));
+    ST_NCCL(st_net_dereg_mr(idle, probe_mh));
+    ST_NCCL(st_net_close_recv(idle));
+    st_free(probe_data, 64);
+  }
+  st_free(buf, LATE_NREQ * LATE_SIZE);
+  ST_NCCL(st_net_finalize());
+  return 0;
+}
+static int close_late_writes(int rank, int nranks, void *arg) { return late_writes(rank, arg, false); }
+static int dereg_late_writes(int rank, int nranks, void *arg) { return late_writes(rank, arg, true); }
+
 /* The sender sends one message and closes; the receiver's second receive
  * must fail within 10 s instead of waiting forever. The sender's process
  * stays until then: only the close notice can tell the receiver, not a
@@ -211,6 +317,8 @@ static int case_recv_pending(const struct st_ctx *ctx) { return run2(ctx, recv_p
 static int case_send_pending(const struct st_ctx *ctx) { return run2(ctx, send_pending); }
 static int case_mid_transfer(const struct st_ctx *ctx) { return run2(ctx, mid_transfer); }
 static int case_peer_closed(const struct st_ctx *ctx) { return run2(ctx, peer_closed); }
+static int case_close_late_writes(const struct st_ctx *ctx) { return run2(ctx, close_late_writes); }
+static int case_dereg_late_writes(const struct st_ctx *ctx) { return run2(ctx, dereg_late_writes); }
 
 int main(int argc, char **argv) {
   static const struct st_case cases[] = {
@@ -218,6 +326,8 @@ int main(int argc, char **argv) {
       {"close-send-pending", case_send_pending},
       {"close-mid-transfer", case_mid_transfer},
       {"close-peer-closed", case_peer_closed},
+      {"close-recv-late-writes", case_close_late_writes},
+      {"dereg-recv-late-writes", case_dereg_late_writes},
   };
-  return st_main(argc, argv, cases, 4);
+  return st_main(argc, argv, cases, 6);
 }

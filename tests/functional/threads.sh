@@ -23,13 +23,7 @@ run() { # lanes reorder program [case]
 }
 echo "== lanes (each process sets its own lane count)"
 "$dir/lanes" "$providers" || status=1
-for prog in connect sizes groups truncate inflight peerkill allreduce; do run 2 0 $prog; done
-# close without close-mid-transfer: a lane thread keeps progressing after
-# closeRecv returns, and writes the peer had already started may still land
-# in the receive buffer the caller then frees (a known open bug: README,
-# Security, "What it cannot guarantee"); it crashed the receiver here now
-# and then. The case still runs without lanes in tests/functional/close.
-for case in close-recv-pending close-send-pending close-peer-closed; do run 2 0 close $case; done
+for prog in connect sizes groups truncate inflight peerkill allreduce close; do run 2 0 $prog; done
 run 2 1 sizes sizes
 run 2 1 groups grouped-recv
 run 2 1 inflight inflight-32

@@ -254,6 +254,11 @@ int st_version(int def) {
   return v && *v ? atoi(v) : def;
 }
 
+int st_skip(const struct st_ctx *ctx, const char *why) {
+  printf("%s [%s] does not apply: %s\n", ctx->test, ctx->provider, why);
+  return ST_SKIP;
+}
+
 int st_main(int argc, char **argv, const struct st_case *cases, int ncases) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   const char *list = argc > 1 && argv[1][0] ? argv[1] : getenv("SRD_TEST_PROVIDERS");
@@ -262,7 +267,7 @@ int st_main(int argc, char **argv, const struct st_case *cases, int ncases) {
   const char *only = argc > 2 ? argv[2] : NULL;
   char *providers = strdup(list);
   if (!providers) return 99;
-  int failures = 0, ran = 0;
+  int failures = 0, skipped = 0, ran = 0;
   char *save = NULL;
   for (char *prov = strtok_r(providers, ",", &save); prov; prov = strtok_r(NULL, ",", &save)) {
     for (int i = 0; i < ncases; i++) {
@@ -270,8 +275,10 @@ int st_main(int argc, char **argv, const struct st_case *cases, int ncases) {
       struct st_ctx ctx = {.provider = prov, .test = cases[i].name};
       int64_t t0 = st_now_ms();
       int rc = cases[i].run(&ctx);
-      printf("%s: %s [%s] (%.1f s)\n", rc ? "FAIL" : "PASS", cases[i].name, prov, (st_now_ms() - t0) / 1000.0);
-      failures += rc != 0;
+      const char *verdict = rc == ST_SKIP ? "SKIP" : rc ? "FAIL" : "PASS";
+      printf("%s: %s [%s] (%.1f s)\n", verdict, cases[i].name, prov, (st_now_ms() - t0) / 1000.0);
+      failures += rc != 0 && rc != ST_SKIP;
+      skipped += rc == ST_SKIP;
       ran++;
     }
   }
@@ -280,7 +287,7 @@ int st_main(int argc, char **argv, const struct st_case *cases, int ncases) {
     fprintf(stderr, "no test case named %s\n", only ? only : "(none)");
     return 99;
   }
-  return failures ? 1 : 0;
+  return failures ? 1 : skipped == ran ? ST_SKIP : 0;
 }
 
 /* ---------- data ---------- */

@@ -197,13 +197,19 @@ struct st_ctx {
 
 struct st_case {
   const char *name;
-  int (*run)(const struct st_ctx *ctx); /* 0: pass */
+  int (*run)(const struct st_ctx *ctx); /* 0: pass, ST_SKIP (st_skip): does not apply, else fail */
 };
+
+/* Automake's "skipped" status; a case that does not apply to a provider
+ * returns st_skip(ctx, why), which prints why. */
+#define ST_SKIP 77
+int st_skip(const struct st_ctx *ctx, const char *why);
 
 /* Runs every case for every provider: argv[1] (a comma-separated list of
  * providers), else $SRD_TEST_PROVIDERS, else "tcp,shm". Optional
- * argv[2]: run only the case with that name. Prints one PASS/FAIL line per
- * case and provider; returns the process exit status. */
+ * argv[2]: run only the case with that name. Prints one PASS/FAIL/SKIP line
+ * per case and provider; returns 1 when a case failed, ST_SKIP when every
+ * case was skipped, else 0. */
 int st_main(int argc, char **argv, const struct st_case *cases, int ncases);
 
 /* In a test process: select the provider and load the plugin version. */

@@ -762,6 +762,45 @@ TEST_F(Proto, CloseWhileInFlightWaitsForTheProvider) {
   (void)rr;
 }
 
+// The receiver gives its buffer up while two of four writes have landed: its
+// close notice stops the sender, which answers only once its writes are over,
+// with their count; until as many have landed the receiver is not safe.
+TEST_F(Proto, CloseNoticeIsAnsweredWithTheWritesOnceTheyAreOver) {
+  std::vector<char> out = pattern(16384, 14), in(16384);
+  Reg ro(out), ri(in);
+  Reg *regs[] = {&ri};
+  srd_req *rr = irecv(1, &in, regs, nullptr);
+  deliver_and_complete_sends();
+  srd_req *sr = isend(out, ro, out.size(), 0);
+  ASSERT_TRUE(sr);
+  ASSERT_EQ(4u, g.writes.size());
+  std::vector<Write> held(g.writes.begin(), g.writes.end());
+  deliver_write(0);
+  deliver_write(1);
+  r->closing = true; // as srd_comm_close and srd_proto_quiesce mark it
+  EXPECT_TRUE(srd_proto_peer_may_write(r)) << "a cleared receive is unfinished";
+  srd_proto_notify_peer(r, srd_now_ms());
+  ASSERT_EQ(1u, g.sends.size()) << "the receiver's close notice";
+  deliver_send(0);
+  complete_send(0);
+  EXPECT_TRUE(s->peer_closed);
+  EXPECT_TRUE(g.sends.empty()) << "no answer while the sender's writes are in flight";
+  EXPECT_EQ(nullptr, isend(out, ro, 64, 1, SRD_ERR_REMOTE)) << "no send after the receiver closed";
+  while (!g.writes.empty()) complete_write(0);
+  EXPECT_TRUE(sr->done);
+  ASSERT_EQ(1u, g.sends.size()) << "the answer, once the writes are over";
+  deliver_send(0);
+  complete_send(0);
+  EXPECT_TRUE(r->peer_drained);
+  EXPECT_EQ(4u, r->peer_writes);
+  EXPECT_TRUE(srd_proto_peer_may_write(r)) << "two of its four writes have not landed";
+  for (size_t i = 2; i < 4; i++)
+    srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], held[i].imm, held[i].len, held[i].stripe, kFromA);
+  EXPECT_FALSE(srd_proto_peer_may_write(r)) << "every write the sender completed has landed";
+  srd_req_release(sr);
+  (void)rr;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {

@@ -19,6 +19,15 @@ for prov in tcp shm; do
   grep -q "^# provider $prov" "$tmp/default" || fail "$prov: the default run does not name the provider"
   grep -q "lat_us:plugin .* bw_GB/s:plugin .* bibw_GB/s:plugin .*ratio" "$tmp/default" ||
     fail "$prov: the default run does not put plugin and raw side by side"
+  # --pin in the default run pins both passes: the raw pass's server is forked
+  # from the plugin pass's client, which must give its one CPU back first
+  # (else that server finds no second CPU and shares the client's: ~4 ms
+  # latency, the scheduler's slice).
+  if [ "$prov" = tcp ] && [ "$(nproc)" -ge 2 ]; then
+    NCCL_SRD_PROVIDER=tcp timeout 120 "$bin" --pin -b 8 -e 8 -n 5 -w 1 -t lat > "$tmp/pin" 2>&1 ||
+      { cat "$tmp/pin"; fail "tcp: --pin"; }
+    if grep -q -- "--pin:" "$tmp/pin"; then cat "$tmp/pin"; fail "tcp: --pin did not pin both passes"; fi
+  fi
   NCCL_SRD_PROVIDER="$prov" timeout 120 "$bin" --plugin "$lib" --check -b 8 -e 256K -f 64 -n 30 -w 1 -c 4 -W 16 \
     -g 4 -t bw,bibw || fail "$prov: 4 comms, window 16, groups of 4"
   for v in 8 9 10 11 12; do

@@ -166,8 +166,8 @@ class Host : public Env {
     if (srd_topo_discover(&nics_)) GTEST_SKIP() << "provider " << provider << " unusable here";
     opened_ = true;
     grp_ = srd_device_group();
-    grp_.nrails = 1;
-    grp_.rails[0] = 0;
+    grp_.nnics = 1;
+    grp_.nics[0] = 0;
   }
   void TearDown() override {
     if (opened_) srd_topo_free(&nics_);

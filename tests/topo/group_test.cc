@@ -66,7 +66,7 @@ std::string busid(unsigned bus) {
   return b;
 }
 
-std::vector<int> rails(const struct srd_device_group &g) { return std::vector<int>(g.rails, g.rails + g.nrails); }
+std::vector<int> rails(const struct srd_device_group &g) { return std::vector<int>(g.nics, g.nics + g.nnics); }
 
 // p5.xml: switch s has its host bridge on bus 0x10 + 0x1c*s, the GPU on
 // bus +3 and 4 NICs on buses +4..+7; switches 0-3 on socket 0, 4-7 on 1.
@@ -105,10 +105,10 @@ TEST(TopoGroup, P5MaxRailsCapsEachGroup) {
   ASSERT_EQ(0, srd_topo_group(nics.get(), xml("p5.xml").c_str(), 2, &topo));
   ASSERT_EQ(8, topo.ngroups);
   for (int g = 0; g < 8; g++) {
-    EXPECT_EQ(2, topo.groups[g].nrails);
+    EXPECT_EQ(2, topo.groups[g].nnics);
     EXPECT_EQ(200000, topo.groups[g].speed_mbps);
     for (int r = 0; r < 2; r++) {
-      int i = topo.groups[g].rails[r];
+      int i = topo.groups[g].nics[r];
       bool on_switch = false;
       for (int k = 0; k < 4; k++) on_switch |= i == nics.index_of(busid(p5_nic_bus(g, k)));
       EXPECT_TRUE(on_switch) << "GPU " << g << " got NIC " << i;
@@ -264,7 +264,7 @@ TEST(TopoGroup, LiveMachineWithoutPciNicsIsOneGroup) {
   ASSERT_EQ(0, srd_topo_group(nics.get(), nullptr, 0, &topo));
   ASSERT_EQ(1, topo.ngroups);
   EXPECT_EQ(-1, topo.groups[0].gpu);
-  EXPECT_EQ(2, topo.groups[0].nrails);
+  EXPECT_EQ(2, topo.groups[0].nnics);
 }
 
 TEST(TopoGroup, MissingTopologyFileIsAnError) {

@@ -20,7 +20,7 @@ int main(void) {
   for (int g = 0; rc == 0 && g < topo.ngroups; g++) {
     const struct srd_device_group *grp = &topo.groups[g];
     printf("group %d gpu=%d rails=", g, grp->gpu);
-    for (int r = 0; r < grp->nrails; r++) printf("%s%s", r ? "," : "", nics.nics[grp->rails[r]].name);
+    for (int r = 0; r < grp->nnics; r++) printf("%s%s", r ? "," : "", nics.nics[grp->nics[r]].name);
     printf(" speed=%d numa=%d pci_path=%s\n", grp->speed_mbps, grp->numa, grp->pci_path[0] ? grp->pci_path : "-");
   }
   srd_topo_free(&nics);

@@ -307,9 +307,10 @@ std::vector<uint8_t> encode_rts(uint32_t dst, uint32_t seq) {
   return buf;
 }
 
-std::vector<uint8_t> encode_bye(uint32_t dst, uint32_t next_seq) {
+std::vector<uint8_t> encode_bye(uint32_t dst, uint32_t next_seq, uint8_t flags = 0, uint64_t writes = 0) {
   std::vector<uint8_t> buf(256);
-  buf.resize(srd_msg_encode_bye(buf.data(), buf.size(), dst, next_seq));
+  struct srd_msg_bye b = {next_seq, flags, writes};
+  buf.resize(srd_msg_encode_bye(buf.data(), buf.size(), dst, &b));
   return buf;
 }
 
@@ -511,12 +512,16 @@ TEST(Msg, TruncPingByeRoundTrip) {
   EXPECT_EQ(SRD_MSG_PING, m.type);
   EXPECT_EQ(static_cast<uint32_t>(SRD_MAX_COMMS - 1), m.dst_comm);
 
-  std::vector<uint8_t> b = encode_bye(3, 123456789);
-  ASSERT_EQ(kHeader + 4, b.size());
+  std::vector<uint8_t> b = encode_bye(3, 123456789, SRD_BYE_DRAINED, UINT64_MAX - 2);
+  ASSERT_EQ(kHeader + 13, b.size());
   ASSERT_EQ(0, decode(b, b.size(), &m, &why)) << (why ? why : "");
   EXPECT_EQ(SRD_MSG_BYE, m.type);
   EXPECT_EQ(3u, m.dst_comm);
   EXPECT_EQ(123456789u, m.u.bye.next_seq);
+  EXPECT_EQ(SRD_BYE_DRAINED, m.u.bye.flags);
+  EXPECT_EQ(UINT64_MAX - 2, m.u.bye.writes);
+  std::vector<uint8_t> odd = encode_bye(3, 1, 0x2, 0);
+  expect_rejected(odd, odd.size(), "unknown close notice flags");
 
   std::vector<uint8_t> rail(64);
   struct srd_msg_rail down = {31, 0, 1};
@@ -550,7 +555,8 @@ TEST(Msg, TruncPingByeRoundTrip) {
   EXPECT_EQ(0u, srd_msg_encode_rail(buf.data(), kHeader + 2, 0, &down));
   EXPECT_EQ(0u, srd_msg_encode_trunc(buf.data(), kHeader + 11, 0, 0, 0));
   EXPECT_EQ(0u, srd_msg_encode_ping(buf.data(), kHeader - 1, 0));
-  EXPECT_EQ(0u, srd_msg_encode_bye(buf.data(), kHeader + 3, 0, 0));
+  struct srd_msg_bye zero = {0, 0, 0};
+  EXPECT_EQ(0u, srd_msg_encode_bye(buf.data(), kHeader + 12, 0, &zero));
 }
 
 TEST(Msg, BadHeaderIsRejected) {
@@ -594,6 +600,7 @@ std::vector<std::vector<uint8_t>> valid_messages(std::mt19937_64 &rng) {
   out.push_back(encode_ping(11));
   out.push_back(encode_bye(12, 13));
   out.push_back(encode_rts(14, 15));
+  out.push_back(encode_bye(14, 15, SRD_BYE_DRAINED, 16));
   return out;
 }
 
@@ -664,7 +671,7 @@ void expect_canonical(const std::vector<uint8_t> &bytes, size_t len, const struc
     n = srd_msg_encode_ping(again.data(), again.size(), m.dst_comm);
     break;
   case SRD_MSG_BYE:
-    n = srd_msg_encode_bye(again.data(), again.size(), m.dst_comm, m.u.bye.next_seq);
+    n = srd_msg_encode_bye(again.data(), again.size(), m.dst_comm, &m.u.bye);
     break;
   case SRD_MSG_RAIL:
     ASSERT_LT(m.u.rail.rail, SRD_MAX_PATHS);

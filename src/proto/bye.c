@@ -1,0 +1,131 @@
+/* Close notices, and the handshake that keeps a receive buffer NCCL gives
+ * up out of its peer's reach: NCCL deregisters it, frees it, then closes the
+ * comm, while writes the peer was cleared to do may still be under way (tcp
+ * places them from the socket, shm copies them, later, in whichever thread
+ * progresses). The receiver (in deregMr or closeRecv) sends its notice; the
+ * sender stops posting writes and, once its posted writes completed,
+ * answers with its count of them (SRD_BYE_DRAINED); the receiver returns
+ * when as many writes have landed. A sender that closes first sends that
+ * notice on its own. */
+#include "srd/log.h"
+#include "srd/param.h"
+#include "srd/proto.h"
+
+struct bye_arg {
+  const struct srd_comm *c;
+  bool drained;
+};
+
+static size_t encode_bye(void *buf, size_t cap, const void *arg) {
+  const struct bye_arg *a = arg;
+  struct srd_msg_bye b = {a->c->next_seq, a->drained ? SRD_BYE_DRAINED : 0, a->drained ? a->c->writes_done : 0};
+  return srd_msg_encode_bye(buf, cap, a->c->peer_id, &b);
+}
+
+int srd_proto_send_bye(struct srd_comm *c, bool drained) {
+  struct bye_arg a = {c, drained};
+  int rc = srd_comm_send_ctrl(c, FI_ADDR_UNSPEC, encode_bye, &a, NULL);
+  if (rc == SRD_OK) c->bye_sent = true;
+  return rc;
+}
+
+void srd_proto_notify_peer(struct srd_comm *c, uint64_t since_ms) {
+  if (c->bye_sent || c->peer_closed || c->peer_lost || !c->ready) return;
+  int rc = srd_proto_send_bye(c, false);
+  if (rc != SRD_OK && (rc != SRD_AGAIN || srd_now_ms() - since_ms > (uint64_t)srd_param_int(SRD_PARAM_KEEPALIVE_MS)))
+    c->peer_lost = true;
+}
+
+void srd_proto_bye_progress(struct srd_comm *c) {
+  if (c->bye_due && !c->bye_sent && c->writes_in_flight == 0) srd_proto_send_bye(c, true);
+}
+
+bool srd_proto_peer_may_write(const struct srd_comm *c) {
+  if (c->is_send || c->peer_lost || srd_recv_comm((struct srd_comm *)c)->cleared == 0) return false;
+  return !c->peer_drained || c->writes_done < c->peer_writes;
+}
+
+/* The receiver closed: a send comm posts no more writes (the next isend
+ * fails; a send's stripes not yet posted never are, and it fails once those
+ * posted are over) and answers once the writes it posted are over. */
+static void sender_stop(struct srd_comm *c) {
+  for (int i = 0; i < SRD_REQS_PER_COMM; i++) {
+    struct srd_req *r = c->reqs[i];
+    if (!r || r->done || r->kind != SRD_REQ_SEND || r->posted == r->nstripes) continue;
+    if (r->on_pending) srd_pending_remove(r);
+    r->result = SRD_ERR_REMOTE;
+    r->nstripes = r->posted;
+    if (r->completed == r->nstripes) srd_req_finish(r, r->result);
+  }
+  c->bye_due = !c->bye_sent;
+  srd_proto_bye_progress(c);
+}
+
+/* A send comm's notice: receives beyond its messages can never complete;
+ * earlier ones still may (the notice can overtake data). */
+static void receiver_on_bye(struct srd_comm *c, const struct srd_msg_bye *m) {
+  if (m->flags & SRD_BYE_DRAINED) {
+    c->peer_drained = true;
+    c->peer_writes = m->writes;
+  }
+  int failed = 0;
+  for (int i = 0; i < SRD_REQS_PER_COMM; i++) {
+    struct srd_req *r = c->reqs[i];
+    if (r && !r->done && r->kind == SRD_REQ_RECV && (int32_t)(r->seq + (uint32_t)r->n - m->next_seq) > 0) {
+      srd_req_finish(r, SRD_ERR_REMOTE);
+      failed++;
+    }
+  }
+  if (failed)
+    SRD_WARN("recv comm %#x: the peer closed its send comm after %u messages; %d receive(s) fail", c->id,
+             m->next_seq, failed);
+}
+
+void srd_proto_on_bye(struct srd_comm *c, const struct srd_msg_bye *m) {
+  c->peer_closed = true;
+  c->peer_final_seq = m->next_seq;
+  if (c->is_send) sender_stop(c);
+  else receiver_on_bye(c, m);
+}
+
+/* Does a receive of c that may still be written point into mr? */
+static bool writes_into(struct srd_comm *c, const struct srd_mr_ref *mr) {
+  for (int i = 0; i < SRD_REQS_PER_COMM; i++) {
+    const struct srd_req *r = c->reqs[i];
+    if (!r || r->kind != SRD_REQ_RECV || !r->cts_sent) continue;
+    for (int j = 0; j < r->n; j++)
+      if (!r->e[j].complete && r->e[j].mr == mr) return true;
+  }
+  return false;
+}
+
+void srd_proto_quiesce(struct srd_dev *dev, const struct srd_mr_ref *mr) {
+  int n = 0;
+  for (int i = 0; i < dev->comms_end; i++) {
+    struct srd_comm *c = dev->comms[i];
+    if (!c || c->is_send || !srd_proto_peer_may_write(c) || !writes_into(c, mr)) continue;
+    srd_comm_fail(c, SRD_ERR_USAGE, "a buffer of an unfinished receive was deregistered: the peer stops writing");
+    for (int k = 0; k < SRD_REQS_PER_COMM; k++)
+      if (c->reqs[k] && !c->reqs[k]->done) srd_req_finish(c->reqs[k], SRD_ERR_USAGE);
+    c->closing = true; /* writes still on their way only count (srd_proto_on_write) */
+    n++;
+  }
+  if (!n) return;
+  uint64_t start = srd_now_ms(), deadline = start + (uint64_t)srd_param_int(SRD_PARAM_CLOSE_TIMEOUT_MS);
+  for (;;) {
+    int busy = 0;
+    for (int i = 0; i < dev->comms_end; i++) {
+      struct srd_comm *c = dev->comms[i];
+      if (!c || c->is_send || !c->closing) continue;
+      srd_proto_notify_peer(c, start);
+      busy += srd_proto_peer_may_write(c);
+    }
+    if (!busy || srd_now_ms() >= deadline) {
+      if (busy)
+        SRD_WARN("device %d: %d receive comm(s) whose buffer was deregistered may still be written by their peer "
+                 "(no close acknowledgement within NCCL_SRD_CLOSE_TIMEOUT_MS)", dev->index, busy);
+      return;
+    }
+    srd_dev_wait_step(dev);
+  }
+}
