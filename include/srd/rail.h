@@ -162,6 +162,14 @@ struct srd_rail_batch {
   char errstr[SRD_RAIL_ERRSTR_MAX];
 };
 
+/* A thread-safe rail's CQ reads and posts exclude changes of its AV. */
+static inline void srd_rail_cq_lock(struct srd_rail *rail) {
+  if (rail->thread_safe) pthread_mutex_lock(&rail->cq_lock);
+}
+static inline void srd_rail_cq_unlock(struct srd_rail *rail) {
+  if (rail->thread_safe) pthread_mutex_unlock(&rail->cq_lock);
+}
+
 /* Open the rail's resources from a provider info (one domain). buf_size is the
  * largest control message. thread_safe asks the provider for FI_THREAD_SAFE,
  * so that srd_rail_reap may run beside posting. Returns 0 or a negative

@@ -188,14 +188,6 @@ void srd_rail_close(struct srd_rail *rail) {
   memset(rail, 0, sizeof(*rail));
 }
 
-static void cq_lock(struct srd_rail *rail) {
-  if (rail->thread_safe) pthread_mutex_lock(&rail->cq_lock);
-}
-
-static void cq_unlock(struct srd_rail *rail) {
-  if (rail->thread_safe) pthread_mutex_unlock(&rail->cq_lock);
-}
-
 /* Reject an address that cannot be one of this provider's (a corrupt handle,
  * a forged hello) before the provider sees it: some providers' AVs misbehave
  * afterwards. */
@@ -247,9 +239,9 @@ int srd_rail_av_insert(struct srd_rail *rail, const void *name, fi_addr_t *addr)
     rail->cap_av = cap;
   }
   fi_addr_t a = FI_ADDR_NOTAVAIL;
-  cq_lock(rail);
+  srd_rail_cq_lock(rail);
   int n = fi_av_insert(rail->av, name, 1, &a, 0, NULL);
-  cq_unlock(rail);
+  srd_rail_cq_unlock(rail);
   if (n != 1) {
     SRD_WARN("rail %s: fi_av_insert failed (%d)", rail->name, n);
     return n < 0 ? n : -FI_EINVAL;
@@ -268,9 +260,9 @@ void srd_rail_av_remove(struct srd_rail *rail, fi_addr_t addr) {
     struct srd_av_entry *e = &rail->av_entries[i];
     if (e->refs && e->addr == addr) {
       if (--e->refs == 0) {
-        cq_lock(rail);
+        srd_rail_cq_lock(rail);
         fi_av_remove(rail->av, &addr, 1, 0);
-        cq_unlock(rail);
+        srd_rail_cq_unlock(rail);
       }
       return;
     }
@@ -300,20 +292,6 @@ int srd_rail_send(struct srd_rail *rail, int ep, struct srd_rail_buf *buf, size_
                       &buf->op.fi_ctx);
 }
 
-int srd_rail_write(struct srd_rail *rail, int ep, const void *src, size_t len, void *desc, uint32_t imm,
-                   unsigned stripe, fi_addr_t dest, uint64_t raddr, uint64_t key, struct srd_op *op) {
-  uint64_t hi = (uint64_t)len | (uint64_t)(stripe & 31u) << SRD_RAIL_LEN_BITS;
-  uint64_t data = rail->len_in_data ? hi << 32 | imm : imm;
-  SRD_STAT(SRD_STAT_FI_WRITE);
-  if (!rail->delivery_complete)
-    return (int)fi_writedata(rail->ep[ep], src, len, desc, data, dest, raddr, key, &op->fi_ctx);
-  struct iovec iov = {(void *)src, len};
-  struct fi_rma_iov rma = {raddr, len, key};
-  struct fi_msg_rma msg = {.msg_iov = &iov, .desc = &desc, .iov_count = 1, .addr = dest, .rma_iov = &rma,
-                           .rma_iov_count = 1, .context = &op->fi_ctx, .data = data};
-  return (int)fi_writemsg(rail->ep[ep], &msg, FI_REMOTE_CQ_DATA | FI_COMPLETION | FI_DELIVERY_COMPLETE);
-}
-
 int srd_rail_flush_read(struct srd_rail *rail, uint64_t raddr, uint64_t key, struct srd_op *op) {
   if (!rail->has_self) {
     int rc = srd_rail_av_insert(rail, rail->ep_name[0], &rail->self);
@@ -322,67 +300,6 @@ int srd_rail_flush_read(struct srd_rail *rail, uint64_t raddr, uint64_t key, str
   }
   return (int)fi_read(rail->ep[0], rail->flush_scratch, FLUSH_READ_BYTES,
                       rail->mr_local ? fi_mr_desc(rail->buf_mr) : NULL, rail->self, raddr, key, &op->fi_ctx);
-}
-
-void srd_rail_queue_write(struct srd_rail *rail, struct srd_rail_write *w) {
-  w->next = NULL;
-  pthread_mutex_lock(&rail->post_lock);
-  if (rail->postq_tail) rail->postq_tail->next = w;
-  else rail->postq_head = w;
-  rail->postq_tail = w;
-  pthread_mutex_unlock(&rail->post_lock);
-}
-
-int srd_rail_post_queued(struct srd_rail *rail, struct srd_rail_write **failed, bool *more) {
-  int posted = 0;
-  *failed = NULL;
-  *more = false;
-  for (;;) {
-    pthread_mutex_lock(&rail->post_lock);
-    struct srd_rail_write *w = rail->postq_head;
-    pthread_mutex_unlock(&rail->post_lock);
-    if (!w) break;
-    cq_lock(rail);
-    int rc = srd_rail_write(rail, w->ep, w->src, w->len, w->desc, w->imm, w->stripe, w->dest, w->raddr, w->key, &w->op);
-    cq_unlock(rail);
-    if (rc == -FI_EAGAIN) {
-      *more = true;
-      break;
-    }
-    /* Only this thread reaps the rail: w's completion cannot be handled
-     * before it leaves the queue here. */
-    pthread_mutex_lock(&rail->post_lock);
-    rail->postq_head = w->next;
-    if (!rail->postq_head) rail->postq_tail = NULL;
-    pthread_mutex_unlock(&rail->post_lock);
-    if (rc) {
-      w->err = rc;
-      w->next = *failed;
-      *failed = w;
-    } else {
-      posted++;
-    }
-  }
-  return posted;
-}
-
-struct srd_rail_write *srd_rail_drop_queued(struct srd_rail *rail, bool (*abandon)(const struct srd_rail_write *w)) {
-  struct srd_rail_write *dropped = NULL, *prev = NULL;
-  pthread_mutex_lock(&rail->post_lock);
-  for (struct srd_rail_write **p = &rail->postq_head; *p;) {
-    struct srd_rail_write *w = *p;
-    if (!abandon(w)) {
-      prev = w;
-      p = &w->next;
-      continue;
-    }
-    *p = w->next;
-    w->next = dropped;
-    dropped = w;
-  }
-  rail->postq_tail = prev;
-  pthread_mutex_unlock(&rail->post_lock);
-  return dropped;
 }
 
 static int is_recv_buf(const struct srd_rail *rail, const void *ctx) {
@@ -471,13 +388,13 @@ static int reap_error(struct srd_rail *rail, struct srd_rail_batch *b) {
 int srd_rail_reap(struct srd_rail *rail, struct srd_rail_batch *b) {
   b->n = 0;
   b->has_err = false;
-  cq_lock(rail);
+  srd_rail_cq_lock(rail);
   /* Where the provider has FI_SOURCE, every completion says who sent it;
    * the comm layer checks it against the comm's peer. */
   int n = rail->source ? (int)fi_cq_readfrom(rail->cq, b->e, SRD_RAIL_BATCH, b->src)
                        : (int)fi_cq_read(rail->cq, b->e, SRD_RAIL_BATCH);
   if (n == -FI_EAVAIL) n = reap_error(rail, b);
-  cq_unlock(rail);
+  srd_rail_cq_unlock(rail);
   SRD_STAT(SRD_STAT_CQ_READ);
   if (n == -FI_EAGAIN) SRD_STAT(SRD_STAT_CQ_EMPTY);
   if (n == -FI_EAGAIN) return 0;

@@ -8,11 +8,17 @@
 #
 #   bash tests/device/compare.sh      # from the root of the carried checkout
 #
-# Needs .device/install (make install of this tree), .device/gpu-env.sh and
+# Needs .device/install (make install of this tree, configured against
+# Debian's libfabric 1.17: a plugin built against 2.x headers needs 2.x
+# symbols and does not load here), .device/gpu-env.sh and
 # nccl-tests as source in .device/nccl-tests (built here with MPI) or built
 # (NCCL_TESTS=dir with *_perf).
+# Every plugin variant sets NCCL_NET=SRD: if our plugin does not load, NCCL
+# fails the run instead of quietly using its own Socket transport under our
+# name (seen: a 2.x-built plugin on 1.17 measured NCCL Socket twice).
 # Variants: socket (NCCL_NET=Socket), srd (our plugin, no NCCL_SRD_* set),
-# srd-nolanes (NCCL_SRD_PROGRESS_THREADS=0), srd-notuner (our plugin without
+# srd-nolanes (NCCL_SRD_PROGRESS_THREADS=0), srd-nofailover
+# (NCCL_SRD_FAILOVER=0: writes complete on their own, not on delivery), srd-notuner (our plugin without
 # our tuner: NCCL_TUNER_PLUGIN=none; NCCL otherwise loads the tuner the plugin
 # library exports), base (another build of the plugin,
 # BASE_NET=path: an older commit for an A/B in the same call); FORCED adds runs
@@ -24,7 +30,8 @@
 #        BUDGET_S=480 (no new run starts after this many seconds; empty: no limit)
 # The srd variant runs with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET so that its
 # log shows how many progress threads the plugin chose (summary: "lanes").
-# Writes to $OUT (or ./compare-out): a log per run and summary.md.
+# Writes to $OUT (or ./compare-out): summary.md and logs.tgz (a log per run:
+# one archive, because the device tool brings back only a few files).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 out=${OUT:-./compare-out}
@@ -84,10 +91,11 @@ run() {
   if [ -n "${BUDGET_S:-}" ] && ((SECONDS - start > BUDGET_S)); then skipped="$skipped $tag"; return; fi
   case $variant in
     socket) envs="NCCL_NET=Socket" ;;
-    srd) envs="NCCL_NET_PLUGIN=$net" ;;
-    srd-nolanes) envs="NCCL_NET_PLUGIN=$net NCCL_SRD_PROGRESS_THREADS=0" ;;
-    srd-notuner) envs="NCCL_NET_PLUGIN=$net NCCL_TUNER_PLUGIN=none" ;;
-    base) envs="NCCL_NET_PLUGIN=$BASE_NET" ;;
+    srd) envs="NCCL_NET=SRD NCCL_NET_PLUGIN=$net" ;;
+    srd-nolanes) envs="NCCL_NET=SRD NCCL_NET_PLUGIN=$net NCCL_SRD_PROGRESS_THREADS=0" ;;
+    srd-nofailover) envs="NCCL_NET=SRD NCCL_NET_PLUGIN=$net NCCL_SRD_FAILOVER=0" ;;
+    srd-notuner) envs="NCCL_NET=SRD NCCL_NET_PLUGIN=$net NCCL_TUNER_PLUGIN=none" ;;
+    base) envs="NCCL_NET=SRD NCCL_NET_PLUGIN=$BASE_NET" ;;
   esac
   [ "$forced" = - ] || envs="$envs NCCL_ALGO=${forced%/*} NCCL_PROTO=${forced#*/}"
   [ "$variant$forced" = srd- ] && envs="$envs NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET"
@@ -180,3 +188,6 @@ lanes() {
   [ -z "$skipped" ] || printf '\nSkipped (budget):%s\n' "$skipped"
 } >"$out/summary.md"
 cat "$out/summary.md"
+# The archive is written outside $out: tar refuses a folder that changes under it.
+logs=$(mktemp) && tar czf "$logs" -C "$out" --exclude=./summary.md . &&
+  find "$out" -mindepth 1 ! -name summary.md -delete && mv "$logs" "$out/logs.tgz"

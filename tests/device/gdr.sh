@@ -93,8 +93,8 @@ fi
 
 envs_of() {
   case $1 in
-    gdr) echo "NCCL_NET_PLUGIN=$net NCCL_SRD_GDR=1 NCCL_NET_GDR_LEVEL=$GDR_LEVEL NCCL_NET_GDR_READ=1" ;;
-    staged) echo "NCCL_NET_PLUGIN=$net NCCL_SRD_GDR=0 NCCL_NET_GDR_LEVEL=$GDR_LEVEL" ;;
+    gdr) echo "NCCL_NET=SRD NCCL_NET_PLUGIN=$net NCCL_SRD_GDR=1 NCCL_NET_GDR_LEVEL=$GDR_LEVEL NCCL_NET_GDR_READ=1" ;;
+    staged) echo "NCCL_NET=SRD NCCL_NET_PLUGIN=$net NCCL_SRD_GDR=0 NCCL_NET_GDR_LEVEL=$GDR_LEVEL" ;;
     socket) echo "NCCL_NET=Socket NCCL_NET_GDR_LEVEL=$GDR_LEVEL" ;;
   esac
 }
@@ -223,5 +223,6 @@ gdr_seen() {
   [ -z "$skipped" ] || printf '\nSkipped (budget):%s\n' "$skipped"
 } >"$out/summary.md"
 cat "$out/summary.md"
-( cd "$out" && tar czf logs.tgz --exclude=summary.md --exclude=logs.tgz . &&
-  find . -mindepth 1 ! -name summary.md ! -name logs.tgz -delete )
+# The archive is written outside $out: tar refuses a folder that changes under it.
+logs=$(mktemp) && tar czf "$logs" -C "$out" --exclude=./summary.md . &&
+  find "$out" -mindepth 1 ! -name summary.md -delete && mv "$logs" "$out/logs.tgz"
