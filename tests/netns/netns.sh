@@ -47,11 +47,12 @@ can_run() {
     ip netns del "$probe" 2>/dev/null
     skip "cannot run commands inside a network namespace (ip netns exec failed)"
   fi
-  if ! ip link add srd-probe-a type veth peer name srd-probe-b 2>/dev/null; then
+  # Inside the probe namespace: tests that check at the same time must not
+  # collide on the pair's names (one saw the other's pair and skipped).
+  if ! ip -n "$probe" link add probe-a type veth peer name probe-b 2>/dev/null; then
     ip netns del "$probe" 2>/dev/null
     skip "veth interfaces are not available (ip link add type veth failed)"
   fi
-  ip link del srd-probe-a 2>/dev/null
   ip netns del "$probe" 2>/dev/null
   return 0
 }
