@@ -369,7 +369,8 @@ ncclResult_t srd_net_test(void *request, int *done, int *sizes) {
   SRD_STAT(SRD_STAT_TEST);
   SRD_STAT_T0(t0);
   if (dev->threaded) {
-    if (!r->done && atomic_load_explicit(&c->large, memory_order_relaxed)) srd_dev_kick(dev);
+    /* r->done is the lanes' to write: not read before the lock is ours. */
+    if (atomic_load_explicit(&c->large, memory_order_relaxed)) srd_dev_kick(dev);
     /* A lane holds the lock while it delivers completions: this request's
      * answer can wait for the next call instead of this thread. */
     if (pthread_mutex_trylock(&dev->lock)) {
