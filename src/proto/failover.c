@@ -24,6 +24,13 @@ void srd_dev_failover_init(struct srd_dev *dev) {
   memset(dev->health, 0, sizeof(dev->health));
   dev->holddown_ms = (uint64_t)srd_param_int(SRD_PARAM_RAIL_HOLDDOWN_MS);
   dev->failover = srd_param_int(SRD_PARAM_FAILOVER) != 0;
+  /* One NIC: its lanes share its link, so no rail could take over; and
+   * failover's delivery-complete writes cost 2-4x at 32 KiB..2 MiB over tcp
+   * (srd-perf, BENCHMARKS.md): not paid for nothing. */
+  if (dev->failover && dev->nnics < 2) {
+    dev->failover = false;
+    SRD_INFO(NCCL_INIT | NCCL_NET, "device %d: rail failover off: one NIC, no other rail to take over", dev->index);
+  }
   /* Without the stripe index in the CQ data (4 bytes: efa) a re-sent stripe
    * and its original could both count: then fail fast, as before. */
   for (int i = 0; i < dev->nrails && dev->failover; i++)
