@@ -59,16 +59,9 @@ if [ -n "$BASE_NET" ]; then
   forced_variants="$forced_variants base"
 fi
 
-tests_dir=${NCCL_TESTS:-}
-if [ -z "$tests_dir" ]; then
-  src=$PWD/.device/nccl-tests
-  tests_dir=$src/build
-  if [ ! -x "$tests_dir/all_reduce_perf" ] && [ -f "$src/Makefile" ]; then
-    make -C "$src" -j16 MPI=1 MPI_HOME="$SRD_MPI_HOME" NCCL_HOME="$SRD_NCCL_HOME" CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}" \
-      >"$out/nccl-tests-build.log" 2>&1 || { echo "nccl-tests build failed" | tee "$out/error.txt"; exit 1; }
-  fi
-fi
-[ -x "$tests_dir/all_reduce_perf" ] || { echo "no nccl-tests in $tests_dir" | tee "$out/error.txt"; exit 1; }
+# shellcheck source=tests/device/nccl-tests.sh
+. tests/device/nccl-tests.sh
+nccl_tests_build "$out/nccl-tests-build.log" || { echo "$nccl_tests_error" | tee "$out/error.txt"; exit 1; }
 
 {
   date -u

@@ -68,16 +68,9 @@ export FI_PROVIDER=shm NCCL_TESTS_DEVICE=0
 unset NCCL_ALGO NCCL_PROTO NCCL_NET NCCL_NET_PLUGIN NCCL_TUNER_PLUGIN NCCL_DEBUG_SUBSYS NCCL_DEBUG_FILE
 for v in $(env | grep -oE '^NCCL_SRD_[A-Z_]+'); do unset "$v"; done
 
-tests_dir=${NCCL_TESTS:-}
-if [ -z "$tests_dir" ]; then
-  src=$PWD/.device/nccl-tests
-  tests_dir=$src/build
-  if [ ! -x "$tests_dir/all_reduce_perf" ] && [ -f "$src/Makefile" ]; then
-    make -C "$src" -j16 MPI=1 MPI_HOME="$SRD_MPI_HOME" NCCL_HOME="$SRD_NCCL_HOME" CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}" \
-      >"$out/nccl-tests-build.log" 2>&1 || fail "nccl-tests build failed"
-  fi
-fi
-[ -x "$tests_dir/all_reduce_perf" ] || fail "no nccl-tests in $tests_dir"
+# shellcheck source=tests/device/nccl-tests.sh
+. tests/device/nccl-tests.sh
+nccl_tests_build "$out/nccl-tests-build.log" || fail "$nccl_tests_error"
 
 {
   date -u

@@ -47,18 +47,9 @@ RUN_TIMEOUT=${RUN_TIMEOUT:-240}
 
 [ -e "$tuner" ] || { echo "no tuner at $tuner (make install into .device/install)" | tee "$out/error.txt"; exit 1; }
 
-# nccl-tests: prebuilt, or built from carried source.
-tests_dir=${NCCL_TESTS:-}
-if [ -z "$tests_dir" ]; then
-  src=$PWD/.device/nccl-tests
-  tests_dir=$src/build
-  if [ ! -x "$tests_dir/all_reduce_perf" ] && [ -f "$src/Makefile" ]; then
-    cuda=${CUDA_HOME:-/usr/local/cuda}
-    make -C "$src" -j16 MPI=1 MPI_HOME="$SRD_MPI_HOME" NCCL_HOME="$SRD_NCCL_HOME" CUDA_HOME="$cuda" \
-      >"$out/nccl-tests-build.log" 2>&1 || { echo "nccl-tests build failed" | tee "$out/error.txt"; exit 1; }
-  fi
-fi
-[ -x "$tests_dir/all_reduce_perf" ] || { echo "no nccl-tests in $tests_dir" | tee "$out/error.txt"; exit 1; }
+# shellcheck source=tests/device/nccl-tests.sh
+. tests/device/nccl-tests.sh
+nccl_tests_build "$out/nccl-tests-build.log" || { echo "$nccl_tests_error" | tee "$out/error.txt"; exit 1; }
 
 {
   date -u
