@@ -35,9 +35,12 @@ expect 1 "no client connected" -- "$bin" --raw --server --port "$port" --timeout
 
 # A server that accepts the connection but never speaks.
 if command -v python3 > /dev/null 2>&1; then
-  python3 -c "import socket,time; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', $port)); s.listen(1); c,_=s.accept(); time.sleep(8)" &
+  python3 -c "import socket,time; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', $port)); s.listen(1); open('$tmp/listening', 'w').close(); c,_=s.accept(); time.sleep(8)" &
   silent=$!
-  sleep 1
+  # Until it listens (a fixed sleep lost that race on a loaded CI machine).
+  i=0
+  while [ ! -e "$tmp/listening" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+  [ -e "$tmp/listening" ] || fail "the silent server did not start listening"
   expect 1 "did not send" -- "$bin" --raw --client 127.0.0.1 --port "$port" --timeout 2
   kill "$silent" 2> /dev/null
   wait "$silent" 2> /dev/null
