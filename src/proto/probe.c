@@ -23,7 +23,11 @@ static void send_ping(struct srd_comm *c, uint64_t now, uint64_t quiet) {
     c->last_ping_ms = now;
     c->probe_refused_since_ms = 0;
   } else if (rc == SRD_AGAIN) {
-    if (!c->probe_refused_since_ms) c->probe_refused_since_ms = now;
+    /* A refusal counts toward the peer's loss only while nothing has been
+     * heard from it since the first one: a busy provider refuses now and
+     * then, minutes apart, and those refusals are not one long silence. */
+    if (!c->probe_refused_since_ms || c->last_heard_ms >= c->probe_refused_since_ms)
+      c->probe_refused_since_ms = now;
     else if (now - c->probe_refused_since_ms > PROBE_REFUSALS_MS_FACTOR * quiet) {
       c->peer_lost = true;
       srd_comm_fail(c, SRD_ERR_REMOTE, "peer unreachable: silent for %llu ms and the provider refuses to reach it",

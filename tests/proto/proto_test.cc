@@ -1003,6 +1003,26 @@ TEST_F(Proto, SenderAsksLateAfterLargeMessages) {
 
 // A small send from GPU memory waits for the clear-to-send and is written,
 // even to a receiver that takes eager data: the CPU cannot copy it.
+// A busy provider refuses a probe now and then; refusals with word from the
+// peer between them are not one long silence (a live peer was failed as
+// unreachable under ThreadSanitizer in CI: "silent for 1042 ms").
+TEST_F(Proto, ProbeRefusalsWithThePeerHeardBetweenAreNotALoss) {
+  const uint64_t quiet = 1000, t = srd_now_ms() + 100000;
+  s->last_heard_ms = s->last_ping_ms = t;
+  g.provider_full = true;
+  s->last_wait_ms = t + 1500;
+  srd_dev_probe_silent_peers(&a, t + 1500);
+  EXPECT_EQ(0, s->result) << "one refused probe";
+  s->last_heard_ms = t + 2000;
+  s->last_wait_ms = t + 2000 + 5 * quiet;
+  srd_dev_probe_silent_peers(&a, s->last_wait_ms);
+  EXPECT_EQ(0, s->result) << "the peer was heard after the first refusal: a new window";
+  s->last_wait_ms += 4 * quiet + 1;
+  srd_dev_probe_silent_peers(&a, s->last_wait_ms);
+  EXPECT_EQ(SRD_ERR_REMOTE, s->result) << "refused for over 4 keepalives with nothing heard";
+  g.provider_full = false;
+}
+
 TEST_F(Proto, GpuMemoryNeverGoesEagerly) {
   std::vector<char> out = pattern(100, 4), in(4096);
   Reg ro(out), ri(in);
