@@ -78,8 +78,13 @@ const struct srd_cuda *srd_cuda_get(void);
  * srd_cuda_get). NULL goes back to the real library. */
 void srd_cuda_set_test_ops(const struct srd_cuda_ops *fake);
 
-/* The driver's text for err, "CUDA error N" when it has none. */
-const char *srd_cuda_error_text(const struct srd_cuda *cu, srd_curesult err);
+/* The driver's text for err, "CUDA error N" when it has none; by value
+ * (use .text within the expression): no thread-local buffer in a dlopened
+ * library. */
+struct srd_cuda_errtext {
+  char text[128];
+};
+struct srd_cuda_errtext srd_cuda_error_text(const struct srd_cuda *cu, srd_curesult err);
 
 /* The CUDA device ordinal that owns ptr. Returns 0, or -1 with why (host
  * memory, or the driver's error) in err. */

@@ -312,6 +312,7 @@ struct srd_dev {
   bool threaded;        /* lane threads poll the CQs of lanes 1..; callers poll lane 0 */
   bool want_lanes;      /* a large message went by: start the threads at the next progress */
   bool lanes_failed;    /* a thread did not start: the caller keeps polling every lane */
+  bool lane_holds_lock; /* the lock's holder is a lane thread (src/proto/lanes.c) */
   unsigned lane_polls;  /* caller's polls of lane rails before their threads run */
   struct srd_rail_handlers handlers; /* what the rails call with a completion: the comm layer's dispatch */
   const struct srd_rail_ops *rail_ops;
@@ -456,8 +457,6 @@ void srd_dev_free_closed(struct srd_dev *dev, bool all);
  * locked: the caller holds dev->lock (released while a failed start stops
  * the threads it made). */
 void srd_dev_start_lanes(struct srd_dev *dev, bool locked);
-/* Is this thread one of the lanes' (src/proto/lanes.c)? */
-bool srd_on_lane_thread(void);
 /* A message of at least the stripe threshold went by (lock held): start the
  * lanes' threads, if the device has lanes, at the end of this progress step. */
 void srd_dev_want_lanes(struct srd_dev *dev);

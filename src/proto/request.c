@@ -102,7 +102,7 @@ void srd_req_finish(struct srd_req *r, int result) {
   if (r->done) return;
   r->done = true;
   r->result = result;
-  if (srd_on_lane_thread()) r->comm->traffic.by_lane++;
+  if (r->comm->dev->lane_holds_lock) r->comm->traffic.by_lane++;
   if (r->on_pending) srd_pending_remove(r);
   r->comm->reqs_in_flight--;
 }

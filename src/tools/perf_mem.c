@@ -17,7 +17,7 @@ struct perf_mem {
 
 static int cuda_check(struct perf_mem *m, srd_curesult rc, const char *call) {
   if (rc == SRD_CUDA_SUCCESS) return 0;
-  perf_error("--cuda: %s failed: %s", call, srd_cuda_error_text(m->cu, rc));
+  perf_error("--cuda: %s failed: %s", call, srd_cuda_error_text(m->cu, rc).text);
   return -1;
 }
 

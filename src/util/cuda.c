@@ -93,11 +93,11 @@ static void load_locked(void) {
   if (resolve(cu)) return;
   srd_curesult rc = cu->ops.init(0);
   if (rc != SRD_CUDA_SUCCESS) {
-    snprintf(cu->reason, sizeof(cu->reason), "cuInit failed: %s", srd_cuda_error_text(cu, rc));
+    snprintf(cu->reason, sizeof(cu->reason), "cuInit failed: %s", srd_cuda_error_text(cu, rc).text);
     return;
   }
   if ((rc = cu->ops.driver_get_version(&cu->driver_version)) != SRD_CUDA_SUCCESS) {
-    snprintf(cu->reason, sizeof(cu->reason), "cuDriverGetVersion failed: %s", srd_cuda_error_text(cu, rc));
+    snprintf(cu->reason, sizeof(cu->reason), "cuDriverGetVersion failed: %s", srd_cuda_error_text(cu, rc).text);
     return;
   }
   if (cu->driver_version < SRD_CUDA_MIN_DRIVER) {
@@ -108,7 +108,7 @@ static void load_locked(void) {
   }
   if ((rc = cu->ops.device_get_count(&cu->device_count)) != SRD_CUDA_SUCCESS || cu->device_count < 1) {
     snprintf(cu->reason, sizeof(cu->reason), "no CUDA device (%s)",
-             rc ? srd_cuda_error_text(cu, rc) : "the driver counts none");
+             rc ? srd_cuda_error_text(cu, rc).text : "the driver counts none");
     return;
   }
   cu->usable = true;
@@ -133,12 +133,14 @@ void srd_cuda_set_test_ops(const struct srd_cuda_ops *fake) {
   pthread_mutex_unlock(&lock);
 }
 
-const char *srd_cuda_error_text(const struct srd_cuda *cu, srd_curesult err) {
-  static __thread char unknown[32];
+struct srd_cuda_errtext srd_cuda_error_text(const struct srd_cuda *cu, srd_curesult err) {
+  struct srd_cuda_errtext e;
   const char *text = NULL;
-  if (cu->ops.get_error_string && cu->ops.get_error_string(err, &text) == SRD_CUDA_SUCCESS && text) return text;
-  snprintf(unknown, sizeof(unknown), "CUDA error %d", err);
-  return unknown;
+  if (cu->ops.get_error_string && cu->ops.get_error_string(err, &text) == SRD_CUDA_SUCCESS && text)
+    snprintf(e.text, sizeof(e.text), "%s", text);
+  else
+    snprintf(e.text, sizeof(e.text), "CUDA error %d", err);
+  return e;
 }
 
 int srd_cuda_pointer_device(const struct srd_cuda *cu, const void *ptr, int *ordinal, char *err, size_t errlen) {
@@ -150,7 +152,7 @@ int srd_cuda_pointer_device(const struct srd_cuda *cu, const void *ptr, int *ord
   unsigned type = 0;
   srd_curesult rc = cu->ops.pointer_get_attribute(&type, SRD_CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p);
   if (rc != SRD_CUDA_SUCCESS) {
-    snprintf(err, errlen, "%p is not CUDA memory (%s)", ptr, srd_cuda_error_text(cu, rc));
+    snprintf(err, errlen, "%p is not CUDA memory (%s)", ptr, srd_cuda_error_text(cu, rc).text);
     return -1;
   }
   if (type != SRD_CU_MEMORYTYPE_DEVICE) {
@@ -161,7 +163,7 @@ int srd_cuda_pointer_device(const struct srd_cuda *cu, const void *ptr, int *ord
   rc = cu->ops.pointer_get_attribute(&dev, SRD_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p);
   if (rc != SRD_CUDA_SUCCESS || dev < 0) {
     snprintf(err, errlen, "the driver does not say which device owns %p (%s)", ptr,
-             rc ? srd_cuda_error_text(cu, rc) : "negative ordinal");
+             rc ? srd_cuda_error_text(cu, rc).text : "negative ordinal");
     return -1;
   }
   *ordinal = dev;
@@ -207,7 +209,7 @@ int srd_cuda_dmabuf_fd(const struct srd_cuda *cu, const void *ptr, size_t len, i
                                                           SRD_CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
   if (rc != SRD_CUDA_SUCCESS || handle < 0) {
     snprintf(err, errlen, "cuMemGetHandleForAddressRange(%p, %zu) failed: %s", (void *)start, (size_t)(end - start),
-             rc ? srd_cuda_error_text(cu, rc) : "no descriptor");
+             rc ? srd_cuda_error_text(cu, rc).text : "no descriptor");
     return -1;
   }
   *fd = handle;
@@ -227,7 +229,7 @@ int srd_cuda_flush_rdma_writes(const struct srd_cuda *cu, char *err, size_t errl
   srd_curesult rc = cu->ops.flush_gpudirect_rdma_writes(SRD_CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX,
                                                        SRD_CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER);
   if (rc != SRD_CUDA_SUCCESS) {
-    snprintf(err, errlen, "cuFlushGPUDirectRDMAWrites failed: %s", srd_cuda_error_text(cu, rc));
+    snprintf(err, errlen, "cuFlushGPUDirectRDMAWrites failed: %s", srd_cuda_error_text(cu, rc).text);
     return -1;
   }
   return 0;
