@@ -131,13 +131,15 @@ void srd_proto_on_write(struct srd_comm *c, struct srd_imm imm, size_t len, int 
                   imm.entry, imm.nstripes, e->stripes_total);
     return;
   }
+  if (stripe >= 0 && e->stripe_mask >> stripe & 1) {
+    /* The second copy of a re-sent stripe: its bytes are the first's, counted
+     * already, so not weighed against what is left of the buffer. */
+    c->traffic.dropped++;
+    return;
+  }
   if (len > e->cap - e->got) {
     srd_comm_fail(c, SRD_ERR_REMOTE, "writes for slot %#x entry %u add up to more than its %zu bytes", imm.slot,
                   imm.entry, e->cap);
-    return;
-  }
-  if (stripe >= 0 && e->stripe_mask >> stripe & 1) {
-    c->traffic.dropped++; /* the second copy of a re-sent stripe: its bytes are the first's */
     return;
   }
   e->stripes_total = imm.nstripes;
