@@ -21,6 +21,7 @@
 #pragma GCC diagnostic ignored "-Wshadow"
 extern "C" {
 #include "srd/comm.h"
+#include "srd/param.h"
 }
 #pragma GCC diagnostic pop
 
@@ -1043,14 +1044,14 @@ TEST_F(Proto, SenderAsksLateAfterLargeMessages) {
 // peer between them are not one long silence (a live peer was failed as
 // unreachable under ThreadSanitizer in CI: "silent for 1042 ms").
 TEST_F(Proto, ProbeRefusalsWithThePeerHeardBetweenAreNotALoss) {
-  const uint64_t quiet = 1000, t = srd_now_ms() + 100000;
+  const uint64_t quiet = static_cast<uint64_t>(srd_param_int(SRD_PARAM_KEEPALIVE_MS)), t = srd_now_ms() + 100000;
   s->last_heard_ms = s->last_ping_ms = t;
   g.provider_full = true;
-  s->last_wait_ms = t + 1500;
-  srd_dev_probe_silent_peers(&a, t + 1500);
+  s->last_wait_ms = t + quiet + quiet / 2;
+  srd_dev_probe_silent_peers(&a, s->last_wait_ms);
   EXPECT_EQ(0, s->result) << "one refused probe";
-  s->last_heard_ms = t + 2000;
-  s->last_wait_ms = t + 2000 + 5 * quiet;
+  s->last_heard_ms = t + 2 * quiet;
+  s->last_wait_ms = s->last_heard_ms + 5 * quiet;
   srd_dev_probe_silent_peers(&a, s->last_wait_ms);
   EXPECT_EQ(0, s->result) << "the peer was heard after the first refusal: a new window";
   s->last_wait_ms += 4 * quiet + 1;
