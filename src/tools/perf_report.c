@@ -5,11 +5,13 @@
 #include "config.h"
 #include "json_writer.h"
 
+static const char *memory_kind(const struct perf_opts *o) { return o->cuda ? "GPU" : "host"; }
+
 void perf_report_header(FILE *out, const struct perf_transport *t, const struct perf_opts *o) {
   fprintf(out, "# srd-perf %s: %s\n", PACKAGE_VERSION, t->description);
   fprintf(out, "# %s, provider %s\n", t->device, t->provider[0] ? t->provider : "unknown (not our plugin)");
-  fprintf(out, "# %d comm%s, window %d, group %d, host memory%s; latency is half the round trip\n", o->comms,
-          o->comms == 1 ? "" : "s", o->window, o->group, o->check ? ", data checked" : "");
+  fprintf(out, "# %d comm%s, window %d, group %d, %s memory%s; latency is half the round trip\n", o->comms,
+          o->comms == 1 ? "" : "s", o->window, o->group, memory_kind(o), o->check ? ", data checked" : "");
   fprintf(out, "%12s %7s", "size", "iters");
   if (o->tests & PERF_TEST_LAT) fprintf(out, " %11s %11s %11s", "lat_p50_us", "lat_avg_us", "lat_p99_us");
   if (o->tests & PERF_TEST_BW) fprintf(out, " %10s %12s", "bw_GB/s", "msg_rate_M/s");
@@ -41,9 +43,9 @@ void perf_report_compare(FILE *out, const struct perf_opts *o, const struct perf
   else
     fprintf(out, "# provider %s\n", raw->provider);
   fprintf(out, "# plugin %s; raw %s\n", plugin->device, raw->device);
-  fprintf(out, "# %d comm%s, window %d, group %d, host memory%s; latency: p50 of half the round trip;"
+  fprintf(out, "# %d comm%s, window %d, group %d, %s memory%s; latency: p50 of half the round trip;"
                " ratio = plugin / raw\n",
-          o->comms, o->comms == 1 ? "" : "s", o->window, o->group, o->check ? ", data checked" : "");
+          o->comms, o->comms == 1 ? "" : "s", o->window, o->group, memory_kind(o), o->check ? ", data checked" : "");
   fprintf(out, "%12s", "size");
   if (o->tests & PERF_TEST_LAT) fprintf(out, " %14s %9s %6s", "lat_us:plugin", "raw", "ratio");
   if (o->tests & PERF_TEST_BW) fprintf(out, " %15s %9s %6s", "bw_GB/s:plugin", "raw", "ratio");
@@ -81,7 +83,7 @@ int perf_report_json(FILE *out, const struct perf_transport *t, const struct per
   json_int(&w, "window", o->window);
   json_int(&w, "group", o->group);
   json_bool(&w, "check", o->check);
-  json_string(&w, "memory", "host");
+  json_string(&w, "memory", o->cuda ? "gpu" : "host");
   json_begin_array(&w, "results");
   for (size_t i = 0; i < n; i++) {
     const struct perf_result *r = &results[i];

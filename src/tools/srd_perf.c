@@ -221,6 +221,73 @@ static int run_local(struct perf_opts *o, struct perf_side *keep) {
   return rc;
 }
 
+static int write_all(int fd, const void *buf, size_t len) {
+  for (const char *p = buf; len;) {
+    ssize_t n = write(fd, p, len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return -1;
+    p += n, len -= (size_t)n;
+  }
+  return 0;
+}
+
+/* 0 when len bytes came; -1 at an error or the end (the writer died). */
+static int read_all(int fd, void *buf, size_t len) {
+  for (char *p = buf; len;) {
+    ssize_t n = read(fd, p, len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return -1;
+    p += n, len -= (size_t)n;
+  }
+  return 0;
+}
+
+/* One half of the side-by-side run in a child of its own, its results sent
+ * back over a pipe: CUDA does not survive fork, so the raw half's server,
+ * forked from a client in which the plugin half had initialised CUDA, could
+ * not connect (seen with --cuda on the GPU machine). */
+static int run_local_isolated(struct perf_opts *o, struct perf_side *keep) {
+  int p[2];
+  if (pipe(p)) {
+    perf_error("pipe: %s", strerror(errno));
+    return 1;
+  }
+  fflush(stdout);
+  pid_t child = fork();
+  if (child < 0) {
+    perf_error("fork: %s", strerror(errno));
+    close(p[0]);
+    close(p[1]);
+    return 1;
+  }
+  if (child == 0) {
+    close(p[0]);
+    int rc = run_local(o, keep);
+    if (!rc && (write_all(p[1], keep, sizeof(*keep)) ||
+                write_all(p[1], keep->results, keep->n * sizeof(*keep->results))))
+      rc = 1;
+    free(keep->results);
+    close(p[1]);
+    exit(rc);
+  }
+  close(p[1]);
+  int rc = read_all(p[0], keep, sizeof(*keep)) ? 1 : 0;
+  keep->results = NULL;
+  if (!rc && (keep->n > MAX_SIZES || !(keep->results = calloc(keep->n ? keep->n : 1, sizeof(*keep->results))) ||
+              read_all(p[0], keep->results, keep->n * sizeof(*keep->results))))
+    rc = 1;
+  close(p[0]);
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status)) rc = 1;
+  if (rc) {
+    free(keep->results);
+    memset(keep, 0, sizeof(*keep));
+  }
+  return rc;
+}
+
 /* The default run: what our plugin reaches against what libfabric itself
  * reaches on the same provider and NICs, so a new user sees at once what is
  * good. */
@@ -228,10 +295,10 @@ static int run_compare(struct perf_opts *o) {
   struct perf_side plugin, raw;
   memset(&plugin, 0, sizeof(plugin));
   memset(&raw, 0, sizeof(raw));
-  int rc = run_local(o, &plugin);
+  int rc = run_local_isolated(o, &plugin);
   if (!rc) {
     o->raw = 1;
-    rc = run_local(o, &raw);
+    rc = run_local_isolated(o, &raw);
     o->raw = 0;
   }
   if (!rc) perf_report_compare(stdout, o, &plugin, &raw);

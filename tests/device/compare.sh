@@ -20,7 +20,8 @@
 # srd-nolanes (NCCL_SRD_PROGRESS_THREADS=0), srd-nofailover
 # (NCCL_SRD_FAILOVER=0: writes complete on their own, not on delivery), srd-notuner (our plugin without
 # our tuner: NCCL_TUNER_PLUGIN=none; NCCL otherwise loads the tuner the plugin
-# library exports), base (another build of the plugin,
+# library exports), srd+VAR=VALUE (our plugin with one setting, e.g.
+# srd+NCCL_SRD_EAGER_MAX=65536), base (another build of the plugin,
 # BASE_NET=path: an older commit for an A/B in the same call); FORCED adds runs
 # of socket and srd (and base when BASE_NET is set) with NCCL_ALGO/NCCL_PROTO
 # forced equal, small sizes only (per-hop cost).
@@ -89,6 +90,8 @@ run() {
     srd-nofailover) envs="NCCL_NET=SRD NCCL_NET_PLUGIN=$net NCCL_SRD_FAILOVER=0" ;;
     srd-notuner) envs="NCCL_NET=SRD NCCL_NET_PLUGIN=$net NCCL_TUNER_PLUGIN=none" ;;
     base) envs="NCCL_NET=SRD NCCL_NET_PLUGIN=$BASE_NET" ;;
+    srd+*=*) envs="NCCL_NET=SRD NCCL_NET_PLUGIN=$net ${variant#srd+}" ;;
+    *) echo "unknown variant $variant" | tee "$out/error.txt"; exit 1 ;;
   esac
   [ "$forced" = - ] || envs="$envs NCCL_ALGO=${forced%/*} NCCL_PROTO=${forced#*/}"
   [ "$variant$forced" = srd- ] && envs="$envs NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET"
@@ -97,7 +100,7 @@ run() {
   for range in "$@"; do
     # shellcheck disable=SC2086
     set -- $range
-    env $envs timeout "$RUN_TIMEOUT" bash -c "$(declare -f mpiranks); mpiranks $n $tests_dir/all_reduce_perf -b $1 -e $2 -f 2 -g 1 -n $3 -w $4 -c 1" \
+    (export $envs; bounded "$RUN_TIMEOUT" bash -c "$(declare -f mpiranks); mpiranks $n $tests_dir/all_reduce_perf -b $1 -e $2 -f 2 -g 1 -n $3 -w $4 -c 1") \
       >>"$log" 2>&1
     echo "# exit $? range $1-$2" >>"$log"
   done

@@ -11,6 +11,8 @@
 # ../shared/third-party/README.md), install (make install of this tree; best
 # configured with PKG_CONFIG_PATH=$PWD/.device/lf2/lib/pkgconfig), nccl-tests
 # (source, built here with MPI, or NCCL_TESTS=dir with *_perf).
+# SRD_INSTALL=dir: the plugin and srd-perf from another make install (default
+# .device/install; one configured against .device/lf2 sets the CUDA promise).
 # Variants: gdr (our plugin, NCCL_SRD_GDR=1), staged (our plugin,
 # NCCL_SRD_GDR=0), socket (NCCL_NET=Socket). The ranks share one GPU and talk
 # through no PCIe NIC, so NCCL's distance rule would refuse GPUDirect: every
@@ -45,7 +47,8 @@ RUN_TIMEOUT=${RUN_TIMEOUT:-240}
 TORCH=${TORCH:-0}
 PERF=${PERF:-1}
 lf2=$PWD/.device/lf2
-net=$PWD/.device/install/lib/libnccl-net-srd.so
+inst=${SRD_INSTALL:-$PWD/.device/install}
+net=$inst/lib/libnccl-net-srd.so
 fail() { echo "$*" | tee "$out/error.txt"; exit 1; }
 [ -e "$net" ] || fail "no plugin at $net (make install into .device/install)"
 [ -e "$lf2/lib/libfabric.so" ] || fail "no CUDA-aware libfabric in $lf2"
@@ -62,8 +65,8 @@ for d in "${CUDA_HOME:-/usr/local/cuda}/lib64" "${CUDA_HOME:-/usr/local/cuda}/li
     break 2
   done
 done
-export LD_LIBRARY_PATH=$lf2/lib${cudart:+:$cudart}:$LD_LIBRARY_PATH
-export PATH=$lf2/bin:$PATH
+export LD_LIBRARY_PATH=$inst/lib:$lf2/lib${cudart:+:$cudart}:$LD_LIBRARY_PATH
+export PATH=$inst/bin:$lf2/bin:$PATH
 export FI_PROVIDER=shm NCCL_TESTS_DEVICE=0
 unset NCCL_ALGO NCCL_PROTO NCCL_NET NCCL_NET_PLUGIN NCCL_TUNER_PLUGIN NCCL_DEBUG_SUBSYS NCCL_DEBUG_FILE
 for v in $(env | grep -oE '^NCCL_SRD_[A-Z_]+'); do unset "$v"; done
@@ -96,7 +99,7 @@ mpirun_in() { # LOG ENVS N CMD...: one mpiranks run, bounded, appended to LOG
   local log=$1 envs=$2 n=$3
   shift 3
   # shellcheck disable=SC2086
-  env $envs timeout "$RUN_TIMEOUT" bash -c "$(declare -f mpiranks); mpiranks $n $*" >>"$log" 2>&1
+  (export $envs; bounded "$RUN_TIMEOUT" bash -c "$(declare -f mpiranks); mpiranks $n $*") >>"$log" 2>&1
   echo "# exit $? $*" >>"$log"
 }
 
@@ -104,7 +107,7 @@ if [ "$PERF" = 1 ]; then
   for mode in "" --raw; do
     log=$out/srd-perf${mode:+-raw}.log
     echo "# NCCL_SRD_GDR=1 srd-perf $mode --cuda --check -e 64M" >"$log"
-    NCCL_SRD_GDR=1 timeout "$RUN_TIMEOUT" srd-perf $mode --cuda --check -e 64M >>"$log" 2>&1
+    NCCL_SRD_GDR=1 bounded "$RUN_TIMEOUT" srd-perf $mode --cuda --check -e 64M >>"$log" 2>&1
     echo "# exit $?" >>"$log"
   done
 fi
@@ -137,8 +140,8 @@ if [ "$TORCH" = 1 ]; then
     log=$out/torch-$n-gdr.log
     if [ -n "${BUDGET_S:-}" ] && ((SECONDS - start > BUDGET_S)); then skipped="$skipped torch-$n"; continue; fi
     # shellcheck disable=SC2046
-    env $(envs_of gdr) NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET timeout "$RUN_TIMEOUT" \
-      bash -c "$(declare -f ranks); ranks $n python3 tests/device/gdr_torch.py" >"$log" 2>&1
+    (export $(envs_of gdr) NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET
+      bounded "$RUN_TIMEOUT" bash -c "$(declare -f ranks); ranks $n python3 tests/device/gdr_torch.py") >"$log" 2>&1
     echo "# exit $?" >>"$log"
   done
 fi

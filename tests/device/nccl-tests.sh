@@ -14,3 +14,55 @@ nccl_tests_build() {
   fi
   [ -x "$tests_dir/all_reduce_perf" ] || { nccl_tests_error="no nccl-tests in $tests_dir"; return 1; }
 }
+
+# eu-stack for bounded: the machine's own, else elfutils' Debian packages
+# carried in .device/dbg (unpacked once, used with their own library path).
+eu_stack=$(command -v eu-stack 2>/dev/null)
+if [ -z "$eu_stack" ] && ls .device/dbg/*.deb >/dev/null 2>&1; then
+  [ -x /opt/srd-dbg/usr/bin/eu-stack ] || for f in .device/dbg/*.deb; do dpkg -x "$f" /opt/srd-dbg; done
+  [ -x /opt/srd-dbg/usr/bin/eu-stack ] &&
+    eu_stack="env LD_LIBRARY_PATH=/opt/srd-dbg/usr/lib/x86_64-linux-gnu /opt/srd-dbg/usr/bin/eu-stack"
+fi
+
+# bounded SECONDS CMD...: CMD with a time limit, like timeout(1) (exit 124 when
+# it ran out), but first writes every thread's stack of every process under it
+# to stdout (eu-stack, where the machine has it: carried in .device/dbg), so a
+# hang on the device says where it waits without a debugger there.
+bounded() {
+  local limit=$1 pid t=0 p kids
+  shift
+  "$@" &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null && ((t < limit * 10)); do
+    sleep 0.1
+    t=$((t + 1))
+  done
+  if ! kill -0 "$pid" 2>/dev/null; then
+    wait "$pid"
+    return
+  fi
+  kids=$pid
+  for p in $(descendants "$pid"); do kids="$kids $p"; done
+  echo "# bounded: still running after ${limit}s; stacks of:$(for p in $kids; do printf ' %s(%s)' "$p" "$(cat /proc/$p/comm 2>/dev/null)"; done)"
+  if [ -n "$eu_stack" ]; then
+    for p in $kids; do
+      case $(cat /proc/"$p"/comm 2>/dev/null) in bash | timeout | mpirun* | orted | srd-rank.sh | sleep) continue ;; esac
+      echo "## eu-stack -p $p ($(tr '\0' ' ' </proc/"$p"/cmdline 2>/dev/null | cut -c1-120))"
+      timeout 20 $eu_stack -p "$p" 2>&1 | head -400
+    done
+  else
+    echo "## no eu-stack on this machine"
+  fi
+  for p in $kids; do kill -KILL "$p" 2>/dev/null; done
+  wait "$pid" 2>/dev/null
+  return 124
+}
+
+# descendants PID: every process below PID (from /proc, no ps needed).
+descendants() {
+  local p
+  for p in $(awk -v pp="$1" '$4 == pp {print $1}' /proc/[0-9]*/stat 2>/dev/null); do
+    echo "$p"
+    descendants "$p"
+  done
+}
