@@ -63,6 +63,9 @@ struct srd_recv_entry {
   bool complete;
 };
 
+/* Operations of one request: a send's stripes, or a flush's read per rail. */
+#define SRD_REQ_OPS (SRD_MAX_RAILS > SRD_MAX_STRIPES ? SRD_MAX_RAILS : SRD_MAX_STRIPES)
+
 /* Requests come from the device's pool when a call needs one and go back when
  * NCCL and the provider are both done with them; a comm keeps only pointers
  * (its slots). */
@@ -94,7 +97,7 @@ struct srd_req {
   uint64_t rkey[SRD_MAX_RAILS]; /* by local rail: the key of the remote rail it writes to */
   struct srd_req *next_pending; /* also the pool's free list */
   struct srd_stripe stripes[SRD_MAX_STRIPES];
-  struct srd_rail_write ops[SRD_MAX_STRIPES];
+  struct srd_rail_write ops[SRD_REQ_OPS];
 };
 
 /* A stripe posted again on another rail (failover): its own descriptor, as
@@ -268,8 +271,8 @@ struct srd_rail_ops {
   struct srd_rail_buf *(*get_send_buf)(struct srd_rail *rail);
   void (*put_send_buf)(struct srd_rail_buf *buf);
   int (*send)(struct srd_rail *rail, int ep, struct srd_rail_buf *buf, size_t len, fi_addr_t dest);
-  int (*write)(struct srd_rail *rail, int ep, const void *src, size_t len, void *desc, uint32_t imm, unsigned stripe,
-               fi_addr_t dest, uint64_t raddr, uint64_t key, struct srd_op *op);
+  int (*write)(struct srd_rail *rail, int ep, const void *src, size_t len, void *desc, uint32_t imm, fi_addr_t dest,
+               uint64_t raddr, uint64_t key, struct srd_op *op);
   void (*queue_write)(struct srd_rail *rail, struct srd_rail_write *w);
   void *(*mr_desc)(struct fid_mr *mr);
   uint64_t (*mr_key)(struct fid_mr *mr);
@@ -318,7 +321,7 @@ struct srd_dev {
   const struct srd_rail_ops *rail_ops;
   struct srd_rail *rails;
   struct srd_rail_health health[SRD_MAX_RAILS];
-  bool failover;          /* NCCL_SRD_FAILOVER and every rail names stripes in its CQ data */
+  bool failover;          /* NCCL_SRD_FAILOVER, and more than one NIC */
   uint64_t holddown_ms;   /* NCCL_SRD_RAIL_HOLDDOWN_MS */
   struct srd_lane *lanes; /* [nrails] when threaded */
   pid_t lanes_pid;        /* the process that started them */
@@ -490,7 +493,7 @@ int srd_proto_irecv(struct srd_comm *c, int n, void **data, const size_t *sizes,
 void srd_proto_on_cts(struct srd_comm *c, const struct srd_msg_cts *m);
 void srd_proto_on_eager(struct srd_comm *c, const struct srd_msg_eager *m);
 void srd_proto_on_trunc(struct srd_comm *c, const struct srd_msg_trunc *m);
-void srd_proto_on_write(struct srd_comm *c, struct srd_imm imm, size_t len, int stripe);
+void srd_proto_on_write(struct srd_comm *c, struct srd_imm imm, size_t len);
 /* Failover: post again, on healthy rails, the stripes of c's sends that rail
  * l carried and that have not completed (true when there were any); on a
  * receive comm, post again the clear-to-sends no write has answered yet (one

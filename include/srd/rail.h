@@ -33,12 +33,8 @@
 #define SRD_EP_NAME_MAX 64
 #define SRD_RAIL_BATCH 16
 #define SRD_RAIL_ERRSTR_MAX 400
-/* With 8 bytes of CQ data the upper half carries the write's length (27
- * bits: writes are at most 64 MiB) and its stripe index (5 bits), so that a
- * receiver can tell a re-sent stripe from a new one (rail failover). */
-#define SRD_RAIL_LEN_BITS 27
+/* With 8 bytes of CQ data the upper half carries the write's length. */
 #define SRD_RAIL_MAX_WRITE ((size_t)1 << 26)
-#define SRD_RAIL_NO_STRIPE (-1)
 
 struct srd_rail;
 
@@ -62,7 +58,6 @@ struct srd_rail_write {
   size_t len;
   void *desc;
   uint32_t imm;
-  unsigned stripe;              /* index in its message, beside the length where the CQ data has room */
   fi_addr_t dest;
   uint64_t raddr, key;
   int err;                      /* why the post failed (failed list) */
@@ -74,10 +69,8 @@ struct srd_rail_write {
 struct srd_rail_handlers {
   /* A control message landed in one of the rail's receive buffers. */
   void (*on_message)(void *arg, struct srd_rail *rail, const void *buf, size_t len, fi_addr_t src);
-  /* A remote write with immediate data finished in our memory. stripe: its
-   * index in the message, or SRD_RAIL_NO_STRIPE where the CQ data has no room
-   * for it (4 bytes: efa). */
-  void (*on_remote_write)(void *arg, struct srd_rail *rail, uint32_t imm, size_t len, int stripe, fi_addr_t src);
+  /* A remote write with immediate data finished in our memory. */
+  void (*on_remote_write)(void *arg, struct srd_rail *rail, uint32_t imm, size_t len, fi_addr_t src);
   /* A completion error with no operation of ours to blame. */
   void (*on_rail_error)(void *arg, struct srd_rail *rail, int err, const char *errstr);
   void *arg;
@@ -211,7 +204,7 @@ void srd_rail_put_send_buf(struct srd_rail_buf *buf);
  * returned to the pool after op.done runs. -FI_EAGAIN: nothing was posted. */
 int srd_rail_send(struct srd_rail *rail, int ep, struct srd_rail_buf *buf, size_t len, fi_addr_t dest);
 int srd_rail_write(struct srd_rail *rail, int ep, const void *src, size_t len, void *desc, uint32_t imm,
-                   unsigned stripe, fi_addr_t dest, uint64_t raddr, uint64_t key, struct srd_op *op);
+                   fi_addr_t dest, uint64_t raddr, uint64_t key, struct srd_op *op);
 /* Flush: read a few bytes of our own registered memory at raddr (key) back
  * from endpoint 0 to itself into the rail's scratch buffer. The read reaches
  * the memory behind every write the NIC completed before it, so once it

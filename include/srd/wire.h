@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #define SRD_MAX_RECVS 8
-#define SRD_MAX_STRIPES 32
+#define SRD_MAX_STRIPES 7
 #define SRD_COMM_INDEX_BITS 16
 #define SRD_MAX_COMMS (1 << SRD_COMM_INDEX_BITS)
 #define SRD_IMM_SLOT_MASK 0xffu
@@ -17,25 +17,34 @@
 #define SRD_NAME_MAX 64
 #define SRD_MAX_PATHS 64 /* rails x endpoints per rail named in a hello */
 
-/* Immediate data: comm index (16) | receive slot (8) | stripe count - 1 (5) |
- * receive entry in the group (3). The slot names the receive request the
- * clear-to-send offered (its index and a use count, chosen by the receiver):
- * the message sequence travels in the control messages, whose 32-bit fields
- * have room, so the write needs only what finds the request. */
+/* Immediate data: comm index (16) | receive slot (8) | stripe (5) | receive
+ * entry in the group (3): 32 bits, which every provider carries (efa's CQ
+ * data has no more). The slot names the receive request the clear-to-send
+ * offered (its index and a use count, chosen by the receiver): the message
+ * sequence travels in the control messages, whose 32-bit fields have room,
+ * so the write needs only what finds the request. The stripe field holds the
+ * message's stripe count n and this write's index i in it, as pair number
+ * n(n-1)/2 + i (0..27 for n <= 7): the count tells the receiver when the
+ * message is complete, the index lets it count a re-sent stripe once (rail
+ * failover). Numbers 28..31 decode to an index outside the count: rejected. */
 struct srd_imm {
   uint32_t comm_index;
   uint32_t slot;
   uint32_t nstripes;
+  uint32_t stripe;
   uint32_t entry;
 };
 
 static inline uint32_t srd_imm_pack(struct srd_imm v) {
-  return (v.comm_index & (SRD_MAX_COMMS - 1)) | (v.slot & SRD_IMM_SLOT_MASK) << 16 | ((v.nstripes - 1) & 31u) << 24 |
+  uint32_t pair = v.nstripes * (v.nstripes - 1) / 2 + v.stripe;
+  return (v.comm_index & (SRD_MAX_COMMS - 1)) | (v.slot & SRD_IMM_SLOT_MASK) << 16 | (pair & 31u) << 24 |
          (v.entry & 7u) << 29;
 }
 
 static inline struct srd_imm srd_imm_unpack(uint32_t x) {
-  struct srd_imm v = {x & (SRD_MAX_COMMS - 1), (x >> 16) & SRD_IMM_SLOT_MASK, ((x >> 24) & 31u) + 1, (x >> 29) & 7u};
+  uint32_t pair = (x >> 24) & 31u, n = 1;
+  while (n < SRD_MAX_STRIPES && pair >= n) pair -= n++;
+  struct srd_imm v = {x & (SRD_MAX_COMMS - 1), (x >> 16) & SRD_IMM_SLOT_MASK, n, pair, (x >> 29) & 7u};
   return v;
 }
 

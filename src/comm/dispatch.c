@@ -128,7 +128,7 @@ static void deliver(struct srd_comm *c, const struct srd_msg *msg) {
   }
 }
 
-static void on_remote_write(void *arg, struct srd_rail *rail, uint32_t imm, size_t len, int stripe, fi_addr_t src) {
+static void on_remote_write(void *arg, struct srd_rail *rail, uint32_t imm, size_t len, fi_addr_t src) {
   struct srd_dev *dev = arg;
   struct srd_imm v = srd_imm_unpack(imm);
   struct srd_comm *c = dev->comms[v.comm_index];
@@ -143,7 +143,7 @@ static void on_remote_write(void *arg, struct srd_rail *rail, uint32_t imm, size
    * immediate data is checked against the receive (srd_proto_on_write). */
   (void)src;
   c->last_heard_ms = srd_now_ms();
-  srd_proto_on_write(c, v, len, stripe);
+  srd_proto_on_write(c, v, len);
 }
 
 static void on_rail_error(void *arg, struct srd_rail *rail, int err, const char *errstr) {

@@ -3,7 +3,7 @@
  * or its CQ cannot be read; for one comm when a write or control message of
  * that comm failed on it. Its stripes then move to the rails left (send.c
  * re-sends the ones it carried that have not landed, with the same immediate
- * data and stripe index, so the receiver counts each stripe once); receive
+ * data, which names the stripe, so the receiver counts it once); receive
  * comms post again the clear-to-sends no write has answered (one may sit on
  * the dead link); the peer is told (RAIL message) and stops using its rails
  * that map onto the dead one. Only a comm with no rail left fails, naming
@@ -31,14 +31,6 @@ void srd_dev_failover_init(struct srd_dev *dev) {
     dev->failover = false;
     SRD_INFO(NCCL_INIT | NCCL_NET, "device %d: rail failover off: one NIC, no other rail to take over", dev->index);
   }
-  /* Without the stripe index in the CQ data (4 bytes: efa) a re-sent stripe
-   * and its original could both count: then fail fast, as before. */
-  for (int i = 0; i < dev->nrails && dev->failover; i++)
-    if (!dev->rails[i].len_in_data) {
-      dev->failover = false;
-      SRD_INFO(NCCL_INIT | NCCL_NET, "device %d: rail failover off: rail %s's CQ data has no room for the stripe index",
-               dev->index, dev->rails[i].name);
-    }
   for (int i = 0; i < dev->nrails; i++) dev->rails[i].delivery_complete = dev->failover;
 }
 

@@ -11,8 +11,6 @@
 #include "srd/log.h"
 #include "srd/proto.h"
 
-_Static_assert(SRD_MAX_RAILS <= SRD_MAX_STRIPES, "a flush request needs one op per rail");
-
 static void flush_read_done(struct srd_op *op, int err, const char *errstr) {
   struct srd_req *r = op->owner;
   struct srd_comm *c = r->comm;

@@ -101,29 +101,29 @@ void srd_proto_on_trunc(struct srd_comm *c, const struct srd_msg_trunc *m) {
 /* The immediate data is the writer's claim: it must name a receive whose
  * clear-to-send went out, keep the stripe count of its first write, and never
  * add up to more than the buffer posted. Anything else fails this comm only.
- * Where the rail carries the stripe index (stripe >= 0), each stripe counts
- * once: after a rail failed, the sender re-sends what the dead rail carried,
- * and the original may land too (late, or beside its copy). Such a second
- * copy, or a write for a receive that completed, is dropped then. */
-void srd_proto_on_write(struct srd_comm *c, struct srd_imm imm, size_t len, int stripe) {
+ * Each stripe counts once: after a rail failed, the sender re-sends what the
+ * dead rail carried, and the original may land too (late, or beside its
+ * copy). Such a second copy, or a write for a receive that completed, is
+ * dropped then. */
+void srd_proto_on_write(struct srd_comm *c, struct srd_imm imm, size_t len) {
   c->writes_done++;
   if (c->closing) return; /* the close waits for it: its receive was failed already */
   struct srd_req *r = c->reqs[imm.slot & ((1u << SRD_SLOT_BITS) - 1)];
   if (!r || r->slot_tag != imm.slot || r->kind != SRD_REQ_RECV || r->done || !r->cts_sent ||
       imm.entry >= (uint32_t)r->n || r->e[imm.entry].complete) {
-    if (c->failover_seen && stripe >= 0) {
+    if (c->failover_seen) {
       c->traffic.dropped++;
-      SRD_INFO(NCCL_NET, "recv comm %#x: late write (slot %#x entry %u stripe %d) after a rail failover dropped",
-               c->id, imm.slot, imm.entry, stripe);
+      SRD_INFO(NCCL_NET, "recv comm %#x: late write (slot %#x entry %u stripe %u) after a rail failover dropped",
+               c->id, imm.slot, imm.entry, imm.stripe);
       return;
     }
     srd_comm_fail(c, SRD_ERR_REMOTE, "write for slot %#x entry %u matches no open receive", imm.slot, imm.entry);
     return;
   }
   struct srd_recv_entry *e = &r->e[imm.entry];
-  if (stripe >= (int)imm.nstripes) {
-    srd_comm_fail(c, SRD_ERR_REMOTE, "write for slot %#x entry %u names stripe %d of %u", imm.slot, imm.entry,
-                  stripe, imm.nstripes);
+  if (imm.stripe >= imm.nstripes) {
+    srd_comm_fail(c, SRD_ERR_REMOTE, "write for slot %#x entry %u names stripe %u of %u", imm.slot, imm.entry,
+                  imm.stripe, imm.nstripes);
     return;
   }
   if (e->stripes_seen && e->stripes_total != imm.nstripes) {
@@ -131,7 +131,7 @@ void srd_proto_on_write(struct srd_comm *c, struct srd_imm imm, size_t len, int 
                   imm.entry, imm.nstripes, e->stripes_total);
     return;
   }
-  if (stripe >= 0 && e->stripe_mask >> stripe & 1) {
+  if (e->stripe_mask >> imm.stripe & 1) {
     /* The second copy of a re-sent stripe: its bytes are the first's, counted
      * already, so not weighed against what is left of the buffer. */
     c->traffic.dropped++;
@@ -148,7 +148,7 @@ void srd_proto_on_write(struct srd_comm *c, struct srd_imm imm, size_t len, int 
     srd_dev_want_lanes(c->dev);
   }
   e->got += len;
-  if (stripe >= 0) e->stripe_mask |= 1u << stripe;
+  e->stripe_mask |= 1u << imm.stripe;
   c->traffic.writes++;
   if (++e->stripes_seen == e->stripes_total) {
     c->traffic.rendezvous++;

@@ -116,7 +116,7 @@ void srd_dev_free_resends(struct srd_dev *dev) {
 static void stripe_done(struct srd_op *op, int err, const char *errstr) {
   struct srd_req *r = op->owner;
   struct srd_comm *c = r->comm;
-  bool copy = !(op >= &r->ops[0].op && op < &r->ops[SRD_MAX_STRIPES].op);
+  bool copy = !(op >= &r->ops[0].op && op < &r->ops[SRD_REQ_OPS].op);
   int i = copy ? ((struct srd_resend *)op)->stripe : (int)((struct srd_rail_write *)op - r->ops);
   int l = (int)(intptr_t)op->aux;
   if (copy) {
@@ -159,7 +159,7 @@ static int post_write(struct srd_req *r, int i, int path, struct srd_rail_write 
   int l = path / dev->neps;
   struct srd_rail *rail = &dev->rails[l];
   struct srd_rail_mrs *mrs = srd_mr_entry(r->mr, SRD_MR_SEND)->handle;
-  struct srd_imm imm = {c->peer_id & (SRD_MAX_COMMS - 1), r->remote_slot, (uint32_t)r->nstripes,
+  struct srd_imm imm = {c->peer_id & (SRD_MAX_COMMS - 1), r->remote_slot, (uint32_t)r->nstripes, (uint32_t)i,
                         (uint32_t)r->remote_entry};
   w->op.done = stripe_done;
   w->op.owner = r;
@@ -169,7 +169,6 @@ static int post_write(struct srd_req *r, int i, int path, struct srd_rail_write 
   w->len = s->len;
   w->desc = dev->rail_ops->mr_desc(mrs->mr[l]);
   w->imm = srd_imm_pack(imm);
-  w->stripe = (unsigned)i;
   w->dest = c->peer[path];
   w->raddr = r->raddr + s->offset;
   w->key = r->rkey[l];
@@ -178,8 +177,7 @@ static int post_write(struct srd_req *r, int i, int path, struct srd_rail_write 
     *queued = true;
     return 0;
   }
-  return dev->rail_ops->write(rail, w->ep, w->src, w->len, w->desc, w->imm, w->stripe, w->dest, w->raddr, w->key,
-                              &w->op);
+  return dev->rail_ops->write(rail, w->ep, w->src, w->len, w->desc, w->imm, w->dest, w->raddr, w->key, &w->op);
 }
 
 static int write_refused(struct srd_req *r, int path, int rc) {

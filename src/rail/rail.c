@@ -34,8 +34,7 @@
 #define FLUSH_READ_BYTES 4
 
 size_t srd_rail_write_limit(const struct fi_info *info) {
-  /* One write of at most 64 MiB: larger ones are striped anyway, and the
-   * length fits its 27 bits of CQ data beside the stripe index. */
+  /* One write of at most 64 MiB: larger ones are striped anyway. */
   return info->ep_attr->max_msg_size < SRD_RAIL_MAX_WRITE ? info->ep_attr->max_msg_size : SRD_RAIL_MAX_WRITE;
 }
 
@@ -309,12 +308,8 @@ static int is_recv_buf(const struct srd_rail *rail, const void *ctx) {
 
 static void dispatch(struct srd_rail *rail, const struct fi_cq_data_entry *e, fi_addr_t src) {
   if (e->flags & FI_REMOTE_CQ_DATA && (e->flags & FI_RMA || !e->op_context)) {
-    uint32_t hi = (uint32_t)(e->data >> 32);
-    if (rail->len_in_data)
-      rail->h.on_remote_write(rail->h.arg, rail, (uint32_t)e->data, hi & ((1u << SRD_RAIL_LEN_BITS) - 1),
-                              (int)(hi >> SRD_RAIL_LEN_BITS), src);
-    else
-      rail->h.on_remote_write(rail->h.arg, rail, (uint32_t)e->data, e->len, SRD_RAIL_NO_STRIPE, src);
+    size_t len = rail->len_in_data ? (size_t)(e->data >> 32) : e->len;
+    rail->h.on_remote_write(rail->h.arg, rail, (uint32_t)e->data, len, src);
     return;
   }
   if (!e->op_context) return;

@@ -11,9 +11,8 @@
 #include "srd/stats.h"
 
 int srd_rail_write(struct srd_rail *rail, int ep, const void *src, size_t len, void *desc, uint32_t imm,
-                   unsigned stripe, fi_addr_t dest, uint64_t raddr, uint64_t key, struct srd_op *op) {
-  uint64_t hi = (uint64_t)len | (uint64_t)(stripe & 31u) << SRD_RAIL_LEN_BITS;
-  uint64_t data = rail->len_in_data ? hi << 32 | imm : imm;
+                   fi_addr_t dest, uint64_t raddr, uint64_t key, struct srd_op *op) {
+  uint64_t data = rail->len_in_data ? (uint64_t)len << 32 | imm : imm;
   SRD_STAT(SRD_STAT_FI_WRITE);
   if (!rail->delivery_complete)
     return (int)fi_writedata(rail->ep[ep], src, len, desc, data, dest, raddr, key, &op->fi_ctx);
@@ -43,7 +42,7 @@ int srd_rail_post_queued(struct srd_rail *rail, struct srd_rail_write **failed, 
     pthread_mutex_unlock(&rail->post_lock);
     if (!w) break;
     srd_rail_cq_lock(rail);
-    int rc = srd_rail_write(rail, w->ep, w->src, w->len, w->desc, w->imm, w->stripe, w->dest, w->raddr, w->key, &w->op);
+    int rc = srd_rail_write(rail, w->ep, w->src, w->len, w->desc, w->imm, w->dest, w->raddr, w->key, &w->op);
     srd_rail_cq_unlock(rail);
     if (rc == -FI_EAGAIN) {
       *more = true;

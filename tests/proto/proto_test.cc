@@ -89,10 +89,10 @@ int send(srd_rail *rail, int, srd_rail_buf *b, size_t len, fi_addr_t dest) {
   g.sends.push_back({rail, b, len, dest});
   return 0;
 }
-int write(srd_rail *rail, int, const void *src, size_t len, void *, uint32_t imm, unsigned stripe, fi_addr_t dest,
-          uint64_t raddr, uint64_t, srd_op *op) {
+int write(srd_rail *rail, int, const void *src, size_t len, void *, uint32_t imm, fi_addr_t dest, uint64_t raddr,
+          uint64_t, srd_op *op) {
   if (g.provider_full) return -FI_EAGAIN;
-  g.writes.push_back({rail, op, src, len, imm, static_cast<int>(stripe), dest, raddr});
+  g.writes.push_back({rail, op, src, len, imm, static_cast<int>(srd_imm_unpack(imm).stripe), dest, raddr});
   return 0;
 }
 void queue_write(srd_rail *, struct srd_rail_write *) { ADD_FAILURE() << "no lanes in these tests"; }
@@ -230,7 +230,7 @@ class Proto : public ::testing::Test {
     const Write &w = g.writes.at(i);
     memcpy(reinterpret_cast<void *>(w.raddr), w.src, w.len);
     srd_dev *d = dest_dev(w.dest);
-    srd_dispatch_handlers.on_remote_write(d, &d->rails[0], w.imm, w.len, w.stripe, src_of(d));
+    srd_dispatch_handlers.on_remote_write(d, &d->rails[0], w.imm, w.len, src_of(d));
   }
   void complete_write(size_t i, int err = 0) {
     Write w = g.writes.at(i);
@@ -478,7 +478,7 @@ TEST_F(Proto, LateWriteCannotCompleteTheSlotsNextReceive) {
   srd_req *rr2 = irecv(1, &in2, regs2, nullptr);
   ASSERT_EQ(slot, rr2->slot) << "the freed slot is reused";
   // The old write's completion shows up again (a duplicate from the provider).
-  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], late.imm, late.len, SRD_RAIL_NO_STRIPE, kFromA);
+  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], late.imm, late.len, kFromA);
   EXPECT_FALSE(rr2->done) << "an old write completed the slot's next receive";
   EXPECT_NE(0, r->result);
   srd_req_release(sr);
@@ -486,8 +486,10 @@ TEST_F(Proto, LateWriteCannotCompleteTheSlotsNextReceive) {
 }
 
 // Rail failover re-sends the stripes a dead rail carried with the same
-// immediate data and stripe index; the original may land too. Each stripe
-// counts once: the receive completes only when every stripe landed.
+// immediate data, which names the stripe; the original may land too. Each
+// stripe counts once: the receive completes only when every stripe landed.
+// (The fake rails report 4 bytes of CQ data, as efa does: the stripe index
+// must travel in the immediate itself.)
 TEST_F(Proto, ResentStripeCountsOnce) {
   std::vector<char> out = pattern(16384, 21), in(16384);
   Reg ro(out), ri(in);
@@ -516,6 +518,23 @@ TEST_F(Proto, ResentStripeCountsOnce) {
   srd_req_release(rr);
 }
 
+// Failover needs only more than one NIC: rails whose CQ data has 4 bytes
+// (efa) keep it, since the immediate names the stripe.
+TEST(Failover, OnForTwoNicsWithFourBytesOfCqData) {
+  srd_dev d;
+  memset(static_cast<void *>(&d), 0, sizeof(d));
+  srd_rail rails[2] = {};
+  d.rails = rails;
+  d.nrails = d.nnics = 2;
+  for (auto &rail : rails) rail.len_in_data = 0;
+  srd_dev_failover_init(&d);
+  EXPECT_TRUE(d.failover) << "failover turned off on 4-byte CQ data";
+  EXPECT_TRUE(rails[0].delivery_complete && rails[1].delivery_complete);
+  d.nnics = 1;
+  srd_dev_failover_init(&d);
+  EXPECT_FALSE(d.failover) << "one NIC has no rail to take over";
+}
+
 // A second copy of a stripe is dropped before its length is checked against
 // what is left of the buffer: with only a shorter stripe missing, a copy of a
 // longer one failed the comm as an overflow (failover-lanes cut-all, 1 of 20
@@ -537,11 +556,11 @@ TEST_F(Proto, ResentCopyLongerThanWhatIsMissingIsNoOverflow) {
   Write copy = g.writes[longest], missing = g.writes[shortest];
   for (size_t i = 0; i < g.writes.size(); i++)
     if (i != shortest) deliver_write(i);
-  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], copy.imm, copy.len, copy.stripe, kFromA);
+  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], copy.imm, copy.len, kFromA);
   EXPECT_EQ(0, r->result) << "a second copy counted against the bytes left";
   EXPECT_FALSE(rr->done);
   memcpy(reinterpret_cast<void *>(missing.raddr), missing.src, missing.len);
-  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], missing.imm, missing.len, missing.stripe, kFromA);
+  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], missing.imm, missing.len, kFromA);
   ASSERT_TRUE(rr->done);
   EXPECT_EQ(0, rr->result);
   EXPECT_EQ(14000u, rr->e[0].got);
@@ -568,7 +587,7 @@ TEST_F(Proto, LateOriginalAfterFailoverIsDropped) {
   complete_write(0);
   ASSERT_TRUE(rr->done);
   r->failover_seen = true;
-  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], late.imm, late.len, late.stripe, kFromA);
+  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], late.imm, late.len, kFromA);
   EXPECT_EQ(0, r->result);
   EXPECT_EQ(1u, r->traffic.dropped);
   srd_req_release(sr);
@@ -698,7 +717,7 @@ TEST_F(Proto, StripeCountIsFixedByTheFirstWrite) {
   ASSERT_EQ(4u, g.writes.size());
   deliver_write(0);
   Write w = g.writes.at(1);
-  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], forged(w, 2), w.len, SRD_RAIL_NO_STRIPE, kFromA);
+  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], forged(w, 2), w.len, kFromA);
   EXPECT_NE(0, r->result) << "a second stripe count for one entry fails the comm";
   EXPECT_FALSE(rr->done && rr->result == 0) << "the receive never completes with a forged count";
   EXPECT_EQ(0, s->result) << "only the receiving comm fails";
@@ -717,7 +736,7 @@ TEST_F(Proto, WritesNeverAddUpToMoreThanThePostedBuffer) {
   ASSERT_EQ(1u, g.writes.size());
   Write w = g.writes.at(0);
   // tcp reports the length the writer claims: a claim past the buffer.
-  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], w.imm, w.len + 1, SRD_RAIL_NO_STRIPE, kFromA);
+  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], w.imm, w.len + 1, kFromA);
   EXPECT_NE(0, r->result);
   EXPECT_FALSE(rr->done && rr->result == 0) << "a receive never reports more than it posted";
   complete_write(0);
@@ -733,7 +752,7 @@ TEST_F(Proto, WriteBeforeTheClearToSendIsRefused) {
   srd_req *rr = irecv(1, &in, regs, nullptr);
   ASSERT_TRUE(rr->on_pending);
   srd_imm v = {r->id & (SRD_MAX_COMMS - 1), rr->slot_tag, 1, 0};
-  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], srd_imm_pack(v), 16, SRD_RAIL_NO_STRIPE, kFromA);
+  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], srd_imm_pack(v), 16, kFromA);
   EXPECT_FALSE(rr->done) << "a slot whose clear-to-send never went out took a write";
   EXPECT_NE(0, r->result);
   g.no_buffers = false;
@@ -744,9 +763,9 @@ TEST_F(Proto, WriteNamingASendCommOrAConnectingCommIsDropped) {
   srd_comm *connecting = srd_comm_alloc(&b, false);
   ASSERT_TRUE(connecting);
   srd_imm to_send = {s->id & (SRD_MAX_COMMS - 1), 0, 1, 0};
-  srd_dispatch_handlers.on_remote_write(&a, &a.rails[0], srd_imm_pack(to_send), 16, SRD_RAIL_NO_STRIPE, kFromB);
+  srd_dispatch_handlers.on_remote_write(&a, &a.rails[0], srd_imm_pack(to_send), 16, kFromB);
   srd_imm to_connecting = {connecting->id & (SRD_MAX_COMMS - 1), 0, 1, 0};
-  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], srd_imm_pack(to_connecting), 16, SRD_RAIL_NO_STRIPE, kFromA);
+  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], srd_imm_pack(to_connecting), 16, kFromA);
   EXPECT_EQ(0, s->result);
   EXPECT_EQ(0, connecting->result);
   EXPECT_EQ(0, r->result);
@@ -832,7 +851,7 @@ TEST_F(Proto, CloseNoticeIsAnsweredWithTheWritesOnceTheyAreOver) {
   EXPECT_EQ(4u, r->peer_writes);
   EXPECT_TRUE(srd_proto_peer_may_write(r)) << "two of its four writes have not landed";
   for (size_t i = 2; i < 4; i++)
-    srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], held[i].imm, held[i].len, held[i].stripe, kFromA);
+    srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], held[i].imm, held[i].len, kFromA);
   EXPECT_FALSE(srd_proto_peer_may_write(r)) << "every write the sender completed has landed";
   srd_req_release(sr);
   (void)rr;

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <set>
 #include <vector>
 
 extern "C" {
@@ -73,26 +74,29 @@ TEST(Imm, RoundTripEveryValueOfEachField) {
   std::mt19937_64 rng(1);
   for (uint32_t ci = 0; ci < SRD_MAX_COMMS; ci++) {
     for (uint32_t seq = 0; seq <= SRD_IMM_SLOT_MASK; seq += 1 + static_cast<uint32_t>(rng() % 97)) {
-      struct srd_imm v = {ci, seq, 1 + static_cast<uint32_t>(rng() % SRD_MAX_STRIPES),
-                          static_cast<uint32_t>(rng() % SRD_MAX_RECVS)};
+      uint32_t ns = 1 + static_cast<uint32_t>(rng() % SRD_MAX_STRIPES);
+      struct srd_imm v = {ci, seq, ns, static_cast<uint32_t>(rng() % ns), static_cast<uint32_t>(rng() % SRD_MAX_RECVS)};
       uint32_t x = srd_imm_pack(v);
       struct srd_imm u = srd_imm_unpack(x);
       ASSERT_EQ(v.comm_index, u.comm_index);
       ASSERT_EQ(v.slot, u.slot);
       ASSERT_EQ(v.nstripes, u.nstripes);
+      ASSERT_EQ(v.stripe, u.stripe);
       ASSERT_EQ(v.entry, u.entry);
     }
   }
   for (uint32_t seq = 0; seq <= SRD_IMM_SLOT_MASK; seq++)
     for (uint32_t ns = 1; ns <= SRD_MAX_STRIPES; ns++)
-      for (uint32_t entry = 0; entry < SRD_MAX_RECVS; entry++) {
-        struct srd_imm v = {static_cast<uint32_t>(rng() % SRD_MAX_COMMS), seq, ns, entry};
-        struct srd_imm u = srd_imm_unpack(srd_imm_pack(v));
-        ASSERT_EQ(v.comm_index, u.comm_index);
-        ASSERT_EQ(seq, u.slot);
-        ASSERT_EQ(ns, u.nstripes);
-        ASSERT_EQ(entry, u.entry);
-      }
+      for (uint32_t stripe = 0; stripe < ns; stripe++)
+        for (uint32_t entry = 0; entry < SRD_MAX_RECVS; entry++) {
+          struct srd_imm v = {static_cast<uint32_t>(rng() % SRD_MAX_COMMS), seq, ns, stripe, entry};
+          struct srd_imm u = srd_imm_unpack(srd_imm_pack(v));
+          ASSERT_EQ(v.comm_index, u.comm_index);
+          ASSERT_EQ(seq, u.slot);
+          ASSERT_EQ(ns, u.nstripes);
+          ASSERT_EQ(stripe, u.stripe);
+          ASSERT_EQ(entry, u.entry);
+        }
 }
 
 TEST(Imm, FieldsAreIndependent) {
@@ -100,24 +104,48 @@ TEST(Imm, FieldsAreIndependent) {
   const uint32_t cis[] = {0, 1, SRD_MAX_COMMS - 1};
   const uint32_t seqs[] = {0, 1, SRD_IMM_SLOT_MASK};
   const uint32_t nss[] = {1, 2, SRD_MAX_STRIPES};
+  const uint32_t stripes[] = {0, 1, SRD_MAX_STRIPES - 1};
   const uint32_t entries[] = {0, 1, SRD_MAX_RECVS - 1};
   for (uint32_t ci : cis)
     for (uint32_t seq : seqs)
       for (uint32_t ns : nss)
-        for (uint32_t entry : entries) {
-          struct srd_imm u = srd_imm_unpack(srd_imm_pack({ci, seq, ns, entry}));
-          EXPECT_EQ(ci, u.comm_index);
-          EXPECT_EQ(seq, u.slot);
-          EXPECT_EQ(ns, u.nstripes);
-          EXPECT_EQ(entry, u.entry);
-        }
+        for (uint32_t stripe : stripes)
+          for (uint32_t entry : entries) {
+            if (stripe >= ns) continue;
+            struct srd_imm u = srd_imm_unpack(srd_imm_pack({ci, seq, ns, stripe, entry}));
+            EXPECT_EQ(ci, u.comm_index);
+            EXPECT_EQ(seq, u.slot);
+            EXPECT_EQ(ns, u.nstripes);
+            EXPECT_EQ(stripe, u.stripe);
+            EXPECT_EQ(entry, u.entry);
+          }
 }
 
+// The stripe field's spare numbers (28..31: no count of at most 7 has them)
+// must not pass for a real stripe: they decode to an index the count lacks.
+TEST(Imm, SpareStripeNumbersDecodeToNoStripe) {
+  std::set<std::pair<uint32_t, uint32_t>> seen;
+  for (uint32_t pair = 0; pair < 32; pair++) {
+    struct srd_imm u = srd_imm_unpack(pair << 24);
+    ASSERT_GE(u.nstripes, 1u);
+    ASSERT_LE(u.nstripes, static_cast<uint32_t>(SRD_MAX_STRIPES));
+    if (pair < SRD_MAX_STRIPES * (SRD_MAX_STRIPES + 1) / 2) {
+      EXPECT_LT(u.stripe, u.nstripes) << "number " << pair;
+      EXPECT_TRUE(seen.insert({u.nstripes, u.stripe}).second) << "number " << pair << " decodes like another";
+    } else {
+      EXPECT_GE(u.stripe, u.nstripes) << "spare number " << pair << " decodes to a real stripe";
+    }
+  }
+  EXPECT_EQ(static_cast<size_t>(SRD_MAX_STRIPES * (SRD_MAX_STRIPES + 1) / 2), seen.size());
+}
+
+
 TEST(Imm, SlotWrapsModulo256) {
-  struct srd_imm u = srd_imm_unpack(srd_imm_pack({7, 256 + 5, 3, 2}));
+  struct srd_imm u = srd_imm_unpack(srd_imm_pack({7, 256 + 5, 3, 1, 2}));
   EXPECT_EQ(5u, u.slot);
   EXPECT_EQ(7u, u.comm_index);
   EXPECT_EQ(3u, u.nstripes);
+  EXPECT_EQ(1u, u.stripe);
   EXPECT_EQ(2u, u.entry);
 }
 
