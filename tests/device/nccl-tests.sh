@@ -16,7 +16,9 @@ nccl_tests_build() {
 }
 
 # eu-stack for bounded: the machine's own, else elfutils' Debian packages
-# carried in .device/dbg (unpacked once, used with their own library path).
+# carried in .device/dbg (unpacked once, used with their own library path;
+# fetched here with: cd .device/dbg && apt-get download elfutils libdw1 libelf1
+# libasm1 libdebuginfod1).
 eu_stack=$(command -v eu-stack 2>/dev/null)
 if [ -z "$eu_stack" ] && ls .device/dbg/*.deb >/dev/null 2>&1; then
   [ -x /opt/srd-dbg/usr/bin/eu-stack ] || for f in .device/dbg/*.deb; do dpkg -x "$f" /opt/srd-dbg; done
