@@ -221,66 +221,49 @@ static int run_local(struct perf_opts *o, struct perf_side *keep) {
   return rc;
 }
 
-static int write_all(int fd, const void *buf, size_t len) {
-  for (const char *p = buf; len;) {
-    ssize_t n = write(fd, p, len);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return -1;
-    p += n, len -= (size_t)n;
-  }
-  return 0;
-}
-
-/* 0 when len bytes came; -1 at an error or the end (the writer died). */
-static int read_all(int fd, void *buf, size_t len) {
-  for (char *p = buf; len;) {
-    ssize_t n = read(fd, p, len);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return -1;
-    p += n, len -= (size_t)n;
-  }
-  return 0;
-}
-
 /* One half of the side-by-side run in a child of its own, its results sent
- * back over a pipe: CUDA does not survive fork, so the raw half's server,
- * forked from a client in which the plugin half had initialised CUDA, could
- * not connect (seen with --cuda on the GPU machine). */
+ * back over the control channel's helpers: CUDA does not survive fork, so
+ * the raw half's server, forked from a client in which the plugin half had
+ * initialised CUDA, could not connect (seen with --cuda on the GPU machine).
+ * The results (a few KiB) fit the socket's buffer, so the child sends them
+ * and exits before they are read; were they larger, its send would time out
+ * with an error instead of hanging. */
 static int run_local_isolated(struct perf_opts *o, struct perf_side *keep) {
-  int p[2];
-  if (pipe(p)) {
-    perf_error("pipe: %s", strerror(errno));
+  int fds[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds)) {
+    perf_error("socketpair: %s", strerror(errno));
     return 1;
   }
   fflush(stdout);
   pid_t child = fork();
   if (child < 0) {
     perf_error("fork: %s", strerror(errno));
-    close(p[0]);
-    close(p[1]);
+    close(fds[0]);
+    close(fds[1]);
     return 1;
   }
   if (child == 0) {
-    close(p[0]);
+    close(fds[0]);
     int rc = run_local(o, keep);
-    if (!rc && (write_all(p[1], keep, sizeof(*keep)) ||
-                write_all(p[1], keep->results, keep->n * sizeof(*keep->results))))
+    if (!rc && (perf_ctrl_send(fds[1], keep, sizeof(*keep), o->timeout_s, "the results") ||
+                perf_ctrl_send(fds[1], keep->results, keep->n * sizeof(*keep->results), o->timeout_s, "the results")))
       rc = 1;
     free(keep->results);
-    close(p[1]);
+    close(fds[1]);
     exit(rc);
   }
-  close(p[1]);
-  int rc = read_all(p[0], keep, sizeof(*keep)) ? 1 : 0;
-  keep->results = NULL;
-  if (!rc && (keep->n > MAX_SIZES || !(keep->results = calloc(keep->n ? keep->n : 1, sizeof(*keep->results))) ||
-              read_all(p[0], keep->results, keep->n * sizeof(*keep->results))))
-    rc = 1;
-  close(p[0]);
+  close(fds[1]);
   int status = 0;
   while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
-  if (!WIFEXITED(status) || WEXITSTATUS(status)) rc = 1;
+  /* A failed half said why itself: nothing to read then. */
+  int rc = !WIFEXITED(status) || WEXITSTATUS(status) ||
+           perf_ctrl_recv(fds[0], keep, sizeof(*keep), o->timeout_s, "the results");
+  keep->results = NULL; /* the child's pointer */
+  if (!rc && (keep->n > MAX_SIZES || !(keep->results = calloc(keep->n ? keep->n : 1, sizeof(*keep->results))) ||
+              perf_ctrl_recv(fds[0], keep->results, keep->n * sizeof(*keep->results), o->timeout_s, "the results")))
+    rc = 1;
+  close(fds[0]);
   if (rc) {
     free(keep->results);
     memset(keep, 0, sizeof(*keep));
