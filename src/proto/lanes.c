@@ -117,7 +117,7 @@ static void fail_writes(struct srd_rail *rail, struct srd_rail_write *failed) {
     struct srd_rail_write *w = failed;
     failed = w->next;
     char text[200];
-    snprintf(text, sizeof(text), "fi_writedata on rail %s failed: %s", rail->name, fi_strerror(-w->err));
+    snprintf(text, sizeof(text), "RMA write on rail %s failed: %s", rail->name, fi_strerror(-w->err));
     w->op.done(&w->op, w->err, text);
   }
 }

@@ -182,7 +182,7 @@ static int post_write(struct srd_req *r, int i, int path, struct srd_rail_write 
 
 static int write_refused(struct srd_req *r, int path, int rc) {
   struct srd_comm *c = r->comm;
-  srd_comm_fail(c, SRD_ERR_SYSTEM, "fi_writedata on rail %s failed: %s", c->dev->rails[path / c->dev->neps].name,
+  srd_comm_fail(c, SRD_ERR_SYSTEM, "RMA write on rail %s failed: %s", c->dev->rails[path / c->dev->neps].name,
                 fi_strerror(-rc));
   srd_req_finish(r, SRD_ERR_SYSTEM);
   return c->result;
