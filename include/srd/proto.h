@@ -78,6 +78,7 @@ struct srd_req {
   bool released;       /* NCCL is done with it; free once outstanding is 0 */
   bool on_pending;
   bool cts_sent;       /* receive: its clear-to-send was posted, so writes may name it */
+  bool old_keys;       /* receive: that clear-to-send named keys a rail re-key has closed since */
   int result;          /* enum srd_err once done */
   int outstanding;     /* posted operations that still name this request */
   uint32_t seq;        /* first message sequence */
@@ -176,6 +177,8 @@ struct srd_comm {
    * are down, and whether a write may come late or twice (some rail failed:
    * an original on a dead link can land after its re-send). */
   uint32_t rails_bad, peer_rails_down;
+  uint32_t probe_wait;  /* rails whose probe this round it has not answered yet */
+  uint32_t stale_due;   /* rails whose stale notice the provider refused: told again */
   bool failover_seen;
   unsigned ctrl_cursor, sched_cursor;
   int ops_in_flight;    /* posted operations whose completion is pending */
@@ -238,6 +241,10 @@ struct srd_recv_comm {
   uint32_t asked_seq;   /* that receive posts its clear-to-send whatever cts_on_request says */
   int cleared;          /* receives whose clear-to-send went out and that are not complete: the peer may write */
   uint8_t slot_uses[SRD_REQS_PER_COMM]; /* a late write cannot name a slot's next request */
+  /* The use of each slot before the current one, if its clear-to-send went
+   * out: a write naming it is a late copy (failover), not nonsense. */
+  uint8_t prev_tag[SRD_REQS_PER_COMM];
+  bool prev_offered[SRD_REQS_PER_COMM];
 };
 
 static inline struct srd_send_comm *srd_send_comm(struct srd_comm *c) { return (struct srd_send_comm *)c; }
@@ -276,6 +283,9 @@ struct srd_rail_ops {
   void (*queue_write)(struct srd_rail *rail, struct srd_rail_write *w);
   void *(*mr_desc)(struct fid_mr *mr);
   uint64_t (*mr_key)(struct fid_mr *mr);
+  int (*reg)(struct srd_rail *rail, void *base, size_t len, uint64_t access, int cuda_dev, int dmabuf_fd,
+             uint64_t dmabuf_offset, struct fid_mr **mr);
+  void (*mr_close)(struct fid_mr *mr);
   int (*poll)(struct srd_rail *rail, int max);
   int (*link_down)(const struct srd_rail *rail);
   int (*flush_read)(struct srd_rail *rail, uint64_t raddr, uint64_t key, struct srd_op *op);
@@ -284,23 +294,28 @@ extern const struct srd_rail_ops srd_rail_ops_fabric;
 
 /* A rail's health as the device sees it (src/proto/failover.c). A rail goes
  * down when its link does (kernel interfaces), when its CQ cannot be read,
- * or (without failover) when anything fails on it; it comes back once its
- * link has been up for the hold-down and a probe on it completed. A down
- * rail is not polled: over kernel TCP the bytes of a write cut off by the
- * link failure are still in the sockets, and land when the link returns. A
- * rail that had writes in flight either way when it went down (tainted)
- * therefore never rejoins: those bytes would land in receive buffers that
- * NCCL has reused since. */
+ * or (without failover) when anything fails on it. A down rail is not
+ * polled until its link has been up for the hold-down: over kernel TCP the
+ * bytes of a write cut off by the link failure are still in the sockets and
+ * land when the link returns. A rail the peer's writes were cut off on is
+ * tainted: where new keys stop those writes (efa) its registrations are made
+ * again at once, elsewhere it stays out for good. It rejoins once every
+ * comm's peer answered a probe on it, and, if tainted, no clear-to-send
+ * naming an old key is open. */
 struct srd_rail_health {
   bool down;
   bool tainted;
-  bool told_tainted;      /* its link came back and we said why it stays out */
+  const char *out_for_good; /* tainted and cannot rejoin: why */
+  bool told_out;          /* its link came back and we said why it stays out */
   char why[96];
   uint64_t down_ms;
   uint64_t link_back_ms;  /* the link is up again since (0: not yet) */
+  bool polled;            /* down, link back, hold-down over: polled for probes */
   bool probing;
-  int probes_out;         /* probe messages posted on it and not completed */
-  int probes_failed;
+  uint32_t round;         /* probe round; answers echo it */
+  int answers_due;        /* comms probed this round and not answered yet */
+  int probes_out;         /* probe sends (any round) the provider has not completed */
+  int probes_failed;      /* probes of this round the provider failed */
   uint64_t probe_ms;
 };
 
@@ -355,6 +370,7 @@ struct srd_dev {
   uint64_t last_scan_ms;
   struct srd_req *pending_head, *pending_tail; /* sends with stripes to post */
   struct srd_resend *resends; /* re-sent stripes the provider holds */
+  struct srd_rail_mrs *regs;  /* every registration (src/proto/regs.c) */
   /* Closed comms the provider still holds operations of: freed when those
    * complete, or when the device closes. */
   struct srd_comm *closed;
@@ -378,11 +394,29 @@ static inline uint64_t srd_mr_rail_access(unsigned cls, int cuda_dev, bool mr_lo
 }
 
 /* Per-rail registration behind one srd_mr. mr[i] is NULL where rail i needs
- * no registration (srd_mr_rail_access 0). */
+ * no registration (srd_mr_rail_access 0). On the device's list (dev->regs)
+ * with what it was made from, so that a rail's can be made again. */
 struct srd_rail_mrs {
   int nrails;
   struct fid_mr *mr[SRD_MAX_RAILS];
+  void *base;
+  size_t len;
+  unsigned access; /* enum srd_mr_class */
+  int cuda_dev;
+  bool dmabuf;     /* from a dma-buf fd, which may be closed since: cannot be made again */
+  struct srd_rail_mrs *prev, *next;
 };
+
+/* The registration cache's reg/dereg for a device (src/proto/regs.c): every
+ * rail that needs it; they take dev->lock. */
+int srd_dev_reg(void *dev, void *base, size_t len, int type, int cuda_dev, unsigned access, int dmabuf_fd,
+                uint64_t offset, void **handle);
+void srd_dev_dereg(void *dev, void *handle);
+/* Every registration on rail l again under a new key, the old ones closed:
+ * a write that still carries an old key is refused by the provider. Lock
+ * held. SRD_ERR_SYSTEM (logged) when one could not be made again (some keep
+ * their old key then). */
+int srd_dev_rekey_rail(struct srd_dev *dev, int l);
 
 /* Device lifetime (src/proto/dev.c). Caller holds no lock. srd_dev_init once
  * before the first open, with the handlers of incoming completions (their arg
@@ -436,9 +470,9 @@ void srd_dev_probe_silent_peers(struct srd_dev *dev, uint64_t now);
 void srd_dev_failover_init(struct srd_dev *dev);
 void srd_dev_check_rails(struct srd_dev *dev, uint64_t now);
 void srd_dev_rail_down(struct srd_dev *dev, int l, const char *why);
-/* Is rail l polled (up, or down and being probed)? */
+/* Is rail l polled (up, or down with its link back and being probed)? */
 static inline bool srd_rail_polled(const struct srd_dev *dev, int l) {
-  return !dev->health[l].down || dev->health[l].probing;
+  return !dev->health[l].down || dev->health[l].polled;
 }
 /* The paths c may use now (bit per path): healthy local rails whose peer
  * rail is not down. */
@@ -451,8 +485,13 @@ void srd_comm_rail_failed(struct srd_comm *c, int l, const char *why);
 void srd_comm_fail_no_rail(struct srd_comm *c);
 /* The peer says its rail r went down or came back. */
 void srd_proto_on_rail(struct srd_comm *c, const struct srd_msg_rail *m);
-/* A probe message on rail l (rejoin): op completes through the health of l. */
-int srd_comm_probe_rail(struct srd_comm *c, int l);
+/* Probe request of round `round` to c's peer from rail l (rejoin); a send
+ * the provider fails counts in the round's probes_failed. */
+int srd_comm_probe_rail(struct srd_comm *c, int l, uint32_t round);
+/* Answer a probe that came on rail l from src, from rail l back to src. */
+int srd_comm_answer_probe(struct srd_comm *c, int l, fi_addr_t src, const struct srd_msg_probe *m);
+/* A probe or an answer for c arrived on rail l from src. */
+void srd_proto_on_probe(struct srd_comm *c, int l, fi_addr_t src, const struct srd_msg_probe *m);
 /* Free closed comms whose last operation completed; all of them when the
  * device's rails are gone (no completion can arrive any more). */
 void srd_dev_free_closed(struct srd_dev *dev, bool all);

@@ -111,6 +111,10 @@ struct srd_rail {
    * (efa) the completion's len is used, which efa fills in. */
   int len_in_data;
   int ordered_128;         /* efa promised 128-byte ordered writes */
+  /* A registration closed under a write in flight stops the rest of it: the
+   * NIC checks the key of every packet it places (efa whose device writes).
+   * tcp, and efa emulating writes, check it once, at the write's start. */
+  bool keys_fence_writes;
   /* Writes complete only once their data landed at the target (not when the
    * socket took them): what failover re-sends is then exactly what is
    * missing there. Set by the owner. */
@@ -196,6 +200,7 @@ int srd_rail_reg(struct srd_rail *rail, void *base, size_t len, uint64_t access,
 /* NULL for no registration (providers without FI_MR_LOCAL). */
 void *srd_rail_mr_desc(struct fid_mr *mr);
 uint64_t srd_rail_mr_key(struct fid_mr *mr);
+void srd_rail_mr_close(struct fid_mr *mr);
 
 /* Control send buffers: NULL when none is free (the caller retries later). */
 struct srd_rail_buf *srd_rail_get_send_buf(struct srd_rail *rail);

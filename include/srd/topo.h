@@ -89,6 +89,9 @@ void srd_topo_group_all(const struct srd_nic_list *nics, int max_rails, struct s
  * 0 refused, -1 when built without the option. */
 struct fid_ep;
 int srd_efa_write_order_128(struct fid_ep *ep);
+/* Does an efa endpoint's device write (1), or does the provider emulate
+ * writes (0)? -1: it cannot say (or built without the option). */
+int srd_efa_device_writes(struct fid_ep *ep);
 
 /* Link speed assumed when neither libfabric nor sysfs reports one. */
 #define SRD_DEFAULT_SPEED_MBPS 10000

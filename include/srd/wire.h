@@ -70,6 +70,7 @@ enum srd_msg_type {
   SRD_MSG_BYE,        /* either way: the comm closed after next_seq messages (a send comm: and its writes) */
   SRD_MSG_RAIL,       /* either way: the sender's rail went down or came back */
   SRD_MSG_RTS,        /* sender -> receiver: a message that cannot go eagerly waits for seq's clear-to-send */
+  SRD_MSG_PROBE,      /* either way: is a down rail usable again? answered on the rail it came by */
 };
 
 struct srd_msg_peer { /* HELLO and ACCEPT */
@@ -125,6 +126,15 @@ struct srd_msg_rail {
   uint8_t stale; /* down: writes of ours were in flight on it (their bytes may still land) */
 };
 
+/* A probe goes from the prober's rail `rail` and is answered from the rail it
+ * arrived on, to its source: the answer comes back over the very connection
+ * the peer's writes into that rail used, after whatever they left in it. */
+struct srd_msg_probe {
+  uint8_t rail;   /* the prober's rail */
+  uint8_t answer; /* 0: a request; 1: the answer to one */
+  uint32_t round; /* the prober's round, echoed in the answer */
+};
+
 struct srd_msg_rts {
   uint32_t seq;
 };
@@ -145,6 +155,7 @@ struct srd_msg {
     struct srd_msg_bye bye;
     struct srd_msg_rail rail;
     struct srd_msg_rts rts;
+    struct srd_msg_probe probe;
   } u;
 };
 
@@ -162,6 +173,7 @@ size_t srd_msg_encode_ping(void *buf, size_t cap, uint32_t dst_comm);
 size_t srd_msg_encode_bye(void *buf, size_t cap, uint32_t dst_comm, const struct srd_msg_bye *b);
 size_t srd_msg_encode_rail(void *buf, size_t cap, uint32_t dst_comm, const struct srd_msg_rail *m);
 size_t srd_msg_encode_rts(void *buf, size_t cap, uint32_t dst_comm, uint32_t seq);
+size_t srd_msg_encode_probe(void *buf, size_t cap, uint32_t dst_comm, const struct srd_msg_probe *m);
 
 /* Encoders write token 0; the sender stamps the peer's token into the
  * encoded message (srd_comm_send_ctrl). */

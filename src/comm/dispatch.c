@@ -32,7 +32,7 @@ static void keep_early(struct srd_comm *c, struct srd_rail *rail, fi_addr_t src,
   c->nearly++;
 }
 
-static void deliver(struct srd_comm *c, const struct srd_msg *m);
+static void deliver(struct srd_comm *c, struct srd_rail *rail, fi_addr_t src, const struct srd_msg *msg);
 
 /* Did src (see struct srd_rail_handlers) send for c's peer? Where the
  * provider does not say (no FI_SOURCE), yes: the token and, for writes, the
@@ -79,7 +79,7 @@ static void on_message(void *arg, struct srd_rail *rail, const void *buf, size_t
              m.type, m.dst_comm);
     return;
   }
-  deliver(c, &m);
+  deliver(c, rail, src, &m);
 }
 
 void srd_comm_replay_early(struct srd_comm *c) {
@@ -96,12 +96,12 @@ void srd_comm_replay_early(struct srd_comm *c) {
       SRD_WARN("comm %#x: a message kept before the answer came from an address that is not its peer's; dropped",
                c->id);
     else if (srd_msg_decode(e->data, e->len, &m, &why) == 0)
-      deliver(c, &m);
+      deliver(c, e->rail, e->src, &m);
     free(e);
   }
 }
 
-static void deliver(struct srd_comm *c, const struct srd_msg *msg) {
+static void deliver(struct srd_comm *c, struct srd_rail *rail, fi_addr_t src, const struct srd_msg *msg) {
   const struct srd_msg m = *msg;
   c->last_heard_ms = srd_now_ms();
   switch (m.type) {
@@ -122,6 +122,9 @@ static void deliver(struct srd_comm *c, const struct srd_msg *msg) {
     break;
   case SRD_MSG_RTS:
     if (!c->is_send) srd_proto_on_rts(c, &m.u.rts);
+    break;
+  case SRD_MSG_PROBE:
+    srd_proto_on_probe(c, (int)(rail - c->dev->rails), src, &m.u.probe);
     break;
   default:
     break;

@@ -7,8 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <rdma/fi_domain.h>
-#include <rdma/fi_errno.h>
 
 #include "nccl/net_common.h"
 #include "srd/comm.h"
@@ -27,47 +25,6 @@ static struct {
   int ndevs;
   struct srd_dev *devs;
 } g = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-static void mr_dereg(void *arg, void *handle) {
-  struct srd_dev *dev = arg;
-  struct srd_rail_mrs *m = handle;
-  pthread_mutex_lock(&dev->lock);
-  for (int i = 0; i < m->nrails; i++)
-    if (m->mr[i]) fi_close(&m->mr[i]->fid);
-  pthread_mutex_unlock(&dev->lock);
-  free(m);
-}
-
-/* Least privilege: a receive buffer is only ever written by the peer
- * (FI_REMOTE_WRITE, nothing else); a send buffer is only the local source of
- * our writes, registered only where the provider needs a descriptor for it
- * (FI_MR_LOCAL: efa; GPU memory everywhere), and then without any remote
- * access. tcp;ofi_rxm and shm (1.17 and 2.6) do not ask for FI_MR_LOCAL:
- * their host send buffers are not registered at all, so no key can reach
- * them (srd_mr_rail_access). */
-static int mr_reg(void *arg, void *base, size_t len, int type, int cuda_dev, unsigned access, int dmabuf_fd,
-                  uint64_t offset, void **handle) {
-  (void)type; /* cuda_dev says it all: the cache keys by both */
-  struct srd_dev *dev = arg;
-  struct srd_rail_mrs *m = calloc(1, sizeof(*m));
-  if (!m) return -FI_ENOMEM;
-  int rc = 0;
-  pthread_mutex_lock(&dev->lock);
-  for (int i = 0; i < dev->nrails && !rc; i++) {
-    struct srd_rail *rail = &dev->rails[i];
-    m->nrails++;
-    uint64_t fi_access = srd_mr_rail_access(access, cuda_dev, rail->mr_local, dev->gdr.flush);
-    if (!fi_access) continue;
-    rc = srd_rail_reg(rail, base, len, fi_access, cuda_dev, dmabuf_fd, offset, &m->mr[i]);
-  }
-  pthread_mutex_unlock(&dev->lock);
-  if (rc) {
-    mr_dereg(dev, m);
-    return rc;
-  }
-  *handle = m;
-  return 0;
-}
 
 /* Every entry from NCCL takes the device lock. A call about a comm that
  * carries large messages also wakes the lanes (their data arrives on them);
@@ -100,7 +57,7 @@ static int setup_devices(void) {
     srd_dev_init(dev, d, &srd_dispatch_handlers);
     dev->nics = &g.nics;
     dev->group = g.topo.groups[d];
-    struct srd_mr_ops ops = {mr_reg, mr_dereg, dev};
+    struct srd_mr_ops ops = {srd_dev_reg, srd_dev_dereg, dev};
     /* Page 1: registrations are exactly what NCCL asked for; a peer given a
      * receive buffer can reach nothing around it. */
     srd_mr_cache_init(&dev->mrs, &ops, 1);

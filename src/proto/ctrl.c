@@ -14,14 +14,15 @@
 typedef void (*op_done_fn)(struct srd_op *op, int err, const char *errstr);
 static void ctrl_done(struct srd_op *op, int err, const char *errstr);
 
-/* Post the len bytes already in b (taken from the rail of path) to the peer. */
-static int post(struct srd_comm *c, int path, fi_addr_t dest, struct srd_rail_buf *b, size_t len,
-                struct srd_req *req, op_done_fn done) {
+/* Post the len bytes already in b (taken from the rail of path) to the peer;
+ * aux is for done (ctrl_done: the request it finishes; probe_done: the round). */
+static int post(struct srd_comm *c, int path, fi_addr_t dest, struct srd_rail_buf *b, size_t len, void *aux,
+                op_done_fn done) {
   struct srd_dev *dev = c->dev;
   b->len = len;
   b->op.done = done;
   b->op.owner = c;
-  b->op.aux = req;
+  b->op.aux = aux;
   int rc = dev->rail_ops->send(&dev->rails[path / dev->neps], path % dev->neps, b, len, dest);
   if (rc) {
     dev->rail_ops->put_send_buf(b);
@@ -80,7 +81,7 @@ static void ctrl_done(struct srd_op *op, int err, const char *errstr) {
 }
 
 static int send_on(struct srd_comm *c, int path, fi_addr_t dest, srd_ctrl_encoder encode, const void *arg,
-                   struct srd_req *req, op_done_fn done) {
+                   void *aux, op_done_fn done) {
   struct srd_dev *dev = c->dev;
   struct srd_rail *rail = &dev->rails[path / dev->neps];
   struct srd_rail_buf *b = dev->rail_ops->get_send_buf(rail);
@@ -92,7 +93,7 @@ static int send_on(struct srd_comm *c, int path, fi_addr_t dest, srd_ctrl_encode
     return c->result;
   }
   srd_msg_set_token(b->data, c->peer_token);
-  return post(c, path, dest, b, len, req, done);
+  return post(c, path, dest, b, len, aux, done);
 }
 
 int srd_comm_send_ctrl(struct srd_comm *c, fi_addr_t dest, srd_ctrl_encoder encode, const void *arg,
@@ -113,11 +114,17 @@ int srd_comm_send_ctrl(struct srd_comm *c, fi_addr_t dest, srd_ctrl_encoder enco
   return rc;
 }
 
+struct probe_msg {
+  const struct srd_comm *c;
+  struct srd_msg_probe m;
+};
+
 static size_t encode_probe(void *buf, size_t cap, const void *arg) {
-  const struct srd_comm *c = arg;
-  return srd_msg_encode_ping(buf, cap, c->peer_id);
+  const struct probe_msg *p = arg;
+  return srd_msg_encode_probe(buf, cap, p->c->peer_id, &p->m);
 }
 
+/* A probe request's send: a failure fails its round (if still current). */
 static void probe_done(struct srd_op *op, int err, const char *errstr) {
   struct srd_rail_buf *b = (struct srd_rail_buf *)op;
   struct srd_comm *c = op->owner;
@@ -126,14 +133,31 @@ static void probe_done(struct srd_op *op, int err, const char *errstr) {
   c->ops_in_flight--;
   h->probes_out--;
   if (err) {
-    h->probes_failed++;
+    if (h->probing && (uint32_t)(uintptr_t)op->aux == h->round) h->probes_failed++;
     SRD_INFO(NCCL_NET, "rail %s: probe to the peer of comm %#x failed: %s", b->rail->name, c->id,
              errstr ? errstr : fi_strerror(-err));
   }
   dev->rail_ops->put_send_buf(b);
 }
 
-int srd_comm_probe_rail(struct srd_comm *c, int l) {
+/* An answer's send: nothing waits on it (the prober times its round out). */
+static void answer_done(struct srd_op *op, int err, const char *errstr) {
+  struct srd_rail_buf *b = (struct srd_rail_buf *)op;
+  struct srd_comm *c = op->owner;
+  c->ops_in_flight--;
+  if (err)
+    SRD_INFO(NCCL_NET, "rail %s: answer to a probe of comm %#x's peer failed: %s", b->rail->name, c->id,
+             errstr ? errstr : fi_strerror(-err));
+  c->dev->rail_ops->put_send_buf(b);
+}
+
+int srd_comm_probe_rail(struct srd_comm *c, int l, uint32_t round) {
   int path = l * c->dev->neps;
-  return send_on(c, path, c->peer[path], encode_probe, c, NULL, probe_done);
+  struct probe_msg p = {c, {(uint8_t)l, 0, round}};
+  return send_on(c, path, c->peer[path], encode_probe, &p, (void *)(uintptr_t)round, probe_done);
+}
+
+int srd_comm_answer_probe(struct srd_comm *c, int l, fi_addr_t src, const struct srd_msg_probe *m) {
+  struct probe_msg p = {c, {m->rail, 1, m->round}};
+  return send_on(c, l * c->dev->neps, src, encode_probe, &p, NULL, answer_done);
 }

@@ -7,12 +7,11 @@
  * comms post again the clear-to-sends no write has answered (one may sit on
  * the dead link); the peer is told (RAIL message) and stops using its rails
  * that map onto the dead one. Only a comm with no rail left fails, naming
- * every rail. A down rail is not polled, and one into which the peer's writes
- * were cut off never rejoins (kernel TCP would land their stale bytes when
- * the link returns); any other rejoins once its link has been up for
- * NCCL_SRD_RAIL_HOLDDOWN_MS and a probe (a PING to each comm's peer on it)
- * completed. NCCL_SRD_FAILOVER=0 keeps the old rule: a failed rail fails
- * every comm of its device. */
+ * every rail. A down rail is not polled; one into which the peer's writes
+ * were cut off is tainted (see taint()). A rail rejoins once its link has
+ * been up for NCCL_SRD_RAIL_HOLDDOWN_MS and every comm's peer answered a
+ * probe on it (struct srd_rail_health). NCCL_SRD_FAILOVER=0 keeps the old
+ * rule: a failed rail fails every comm of its device. */
 #include <stdio.h>
 #include <string.h>
 
@@ -82,9 +81,13 @@ static void set_polled(struct srd_dev *dev, int l, bool polled) {
 
 static void tell_peer(struct srd_comm *c, int l, bool up, bool stale) {
   struct rail_notice n = {c, {(uint8_t)l, up, stale}};
-  /* Best effort: a notice the provider refuses now is not repeated; the
-   * peer's own writes on that rail fail and tell it as much. */
-  srd_comm_send_ctrl(c, FI_ADDR_UNSPEC, encode_rail, &n, NULL);
+  /* Best effort, but for the stale mark: without it the peer would let our
+   * cut-off bytes land in reused buffers, so a refused one is told again. */
+  int rc = srd_comm_send_ctrl(c, FI_ADDR_UNSPEC, encode_rail, &n, NULL);
+  if (stale) {
+    if (rc == SRD_AGAIN) c->stale_due |= 1u << l;
+    else c->stale_due &= ~(1u << l);
+  }
 }
 
 void srd_comm_fail_no_rail(struct srd_comm *c) {
@@ -133,6 +136,48 @@ void srd_comm_rail_failed(struct srd_comm *c, int l, const char *why) {
   comm_lost_paths(c);
 }
 
+/* The peer's writes into rail l were cut off. Where the NIC checks the key
+ * of every packet it places (rail->keys_fence_writes: efa whose device
+ * writes), new keys stop the rest of them, so they change now, before the
+ * link can return; the rail rejoins once no receive whose clear-to-send
+ * named an old key is open (a write for it there would be refused).
+ * Elsewhere (tcp;ofi_rxm) the key is checked once, at a write's header: the
+ * rest of one cut off in its middle lands whenever the link returns, and
+ * dropping the connection under it crashes libfabric's rxm (a NULL context
+ * in rxm_handle_comp_error, 1.17 and 2.6): the rail stays out, not polled. */
+static void taint(struct srd_dev *dev, int l) {
+  struct srd_rail_health *h = &dev->health[l];
+  if (h->tainted) return;
+  h->tainted = true;
+  if (!dev->rails[l].keys_fence_writes) {
+    h->out_for_good = "the rest of a write cut off in its middle would land in reused buffers "
+                      "(the provider checks keys once per write, and cannot drop the connection under it)";
+    return;
+  }
+  if (srd_dev_rekey_rail(dev, l) != SRD_OK) {
+    h->out_for_good = "its registrations could not be made again under new keys";
+    return;
+  }
+  for (int k = 0; k < dev->comms_end; k++) {
+    struct srd_comm *c = dev->comms[k];
+    if (!c || c->is_send) continue;
+    for (int i = 0; i < SRD_REQS_PER_COMM; i++) {
+      struct srd_req *r = c->reqs[i];
+      if (r && r->kind == SRD_REQ_RECV && r->cts_sent && !r->done) r->old_keys = true;
+    }
+  }
+}
+
+static bool old_keys_open(const struct srd_dev *dev) {
+  for (int k = 0; k < dev->comms_end; k++) {
+    const struct srd_comm *c = dev->comms[k];
+    if (!c || c->is_send || c->result) continue;
+    for (int i = 0; i < SRD_REQS_PER_COMM; i++)
+      if (c->reqs[i] && c->reqs[i]->old_keys && !c->reqs[i]->done) return true;
+  }
+  return false;
+}
+
 void srd_proto_on_rail(struct srd_comm *c, const struct srd_msg_rail *m) {
   if (!c->dev->failover || m->rail >= c->remote_rails || m->rail >= 32) return;
   uint32_t bit = 1u << m->rail;
@@ -143,13 +188,13 @@ void srd_proto_on_rail(struct srd_comm *c, const struct srd_msg_rail *m) {
     return;
   }
   /* The peer's writes cut off on its rail may still land in the rail of ours
-   * they target (r mod our rails) when the link returns: that rail must go
-   * down too, and stay down. */
+   * they target (r mod our rails) when the link returns: that rail goes down
+   * too, and its keys change. */
   struct srd_dev *dev = c->dev;
   if (m->stale) {
     int ours = m->rail % dev->nrails;
-    dev->health[ours].tainted = true;
     if (!dev->health[ours].down) srd_dev_rail_down(dev, ours, "the peer's writes into it were cut off");
+    taint(dev, ours);
   }
   if (c->peer_rails_down & bit) return;
   c->peer_rails_down |= bit;
@@ -169,8 +214,8 @@ void srd_dev_rail_down(struct srd_dev *dev, int l, const char *why) {
   h->down = true;
   h->down_ms = srd_now_ms();
   h->link_back_ms = 0;
-  h->probing = false;
-  h->told_tainted = false;
+  h->probing = h->polled = false;
+  h->told_out = false;
   snprintf(h->why, sizeof(h->why), "%s", why);
   set_polled(dev, l, false);
   int mbps, left = rails_left(dev, &mbps);
@@ -191,8 +236,7 @@ void srd_dev_rail_down(struct srd_dev *dev, int l, const char *why) {
 
 static void rejoin(struct srd_dev *dev, int l) {
   struct srd_rail_health *h = &dev->health[l];
-  h->down = false;
-  h->probing = false;
+  h->down = h->probing = h->polled = h->tainted = false;
   int mbps, left = rails_left(dev, &mbps);
   SRD_WARN("device %d: rail %d (%s) rejoined after %llu ms down: %d rail(s), %d Mbps", dev->index, l,
            dev->rails[l].name, (unsigned long long)(srd_now_ms() - h->down_ms), left, mbps);
@@ -204,16 +248,56 @@ static void rejoin(struct srd_dev *dev, int l) {
   }
 }
 
-/* A down rail whose link is back: hold-down, then a probe to every ready
- * comm's peer on it, then rejoin (or another hold-down when a probe failed). */
+/* A round's answers may sit behind a cut-off write the provider refuses
+ * (the connection is dropped with them): then another hold-down. */
+#define PROBE_ROUND_MS 2000
+
+/* A new round only once the last one's probes left: one stuck behind a
+ * cut-off write holds its buffer until the connection dies, and rounds must
+ * not drain the pool. A probe that could not be posted fails the round. */
+static void start_round(struct srd_dev *dev, int l, uint64_t now) {
+  struct srd_rail_health *h = &dev->health[l];
+  if (h->probes_out) return;
+  h->probing = true;
+  h->round++;
+  h->answers_due = h->probes_failed = 0;
+  h->probe_ms = now;
+  for (int k = 0; k < dev->comms_end; k++) {
+    struct srd_comm *c = dev->comms[k];
+    if (!c || !c->ready || c->result || c->closing) continue;
+    c->probe_wait &= ~(1u << l);
+    if (srd_comm_probe_rail(c, l, h->round) != SRD_OK) {
+      h->probes_failed++;
+      continue;
+    }
+    h->probes_out++;
+    c->probe_wait |= 1u << l;
+    h->answers_due++;
+  }
+}
+
+void srd_proto_on_probe(struct srd_comm *c, int l, fi_addr_t src, const struct srd_msg_probe *m) {
+  struct srd_rail_health *h = &c->dev->health[l];
+  if (!m->answer) {
+    /* Back to the endpoint it came from where the provider names it. */
+    if (!c->dev->rails[l].source || src == FI_ADDR_NOTAVAIL) src = c->peer[l * c->dev->neps];
+    srd_comm_answer_probe(c, l, src, m); /* refused: the prober's round times out and asks again */
+    return;
+  }
+  if (m->rail != l || !h->probing || m->round != h->round || !(c->probe_wait >> l & 1)) return;
+  c->probe_wait &= ~(1u << l);
+  h->answers_due--;
+}
+
+/* A down rail whose link is back: hold-down, then polled and probed; it
+ * rejoins when every probed peer answered (or another hold-down). */
 static void try_rejoin(struct srd_dev *dev, int l, uint64_t now) {
   struct srd_rail_health *h = &dev->health[l];
-  if (h->tainted) {
-    if (!h->told_tainted)
+  if (h->out_for_good) {
+    if (!h->told_out)
       SRD_WARN("device %d: rail %d (%s) has its link back but stays out: the peer's writes into it were cut off, "
-               "and their remaining bytes would still land (kernel TCP retransmits them)", dev->index, l,
-               dev->rails[l].name);
-    h->told_tainted = true;
+               "and %s", dev->index, l, dev->rails[l].name, h->out_for_good);
+    h->told_out = true;
     return;
   }
   if (!h->link_back_ms) {
@@ -223,26 +307,25 @@ static void try_rejoin(struct srd_dev *dev, int l, uint64_t now) {
     return;
   }
   if (now - h->link_back_ms < dev->holddown_ms) return;
-  if (!h->probing) {
-    if (h->probes_out) return; /* an earlier round's probes are still out */
-    h->probing = true;
-    h->probes_failed = 0;
-    h->probe_ms = now;
+  if (!h->polled) {
+    h->polled = true;
     set_polled(dev, l, true);
-    for (int k = 0; k < dev->comms_end; k++) {
-      struct srd_comm *c = dev->comms[k];
-      if (c && c->ready && !c->result && !c->closing && srd_comm_probe_rail(c, l) == SRD_OK) h->probes_out++;
-    }
+  }
+  if (!h->probing) {
+    start_round(dev, l, now);
     return;
   }
-  if (h->probes_out) return;
-  if (h->probes_failed) {
+  if (!h->answers_due && !h->probes_failed && !(h->tainted && old_keys_open(dev))) {
+    rejoin(dev, l);
+    return;
+  }
+  if (h->probes_failed || now - h->probe_ms > PROBE_ROUND_MS) {
+    SRD_INFO(NCCL_NET, "device %d: rail %d (%s): probe round %u: %d unanswered, %d failed; probed again after %llu ms",
+             dev->index, l, dev->rails[l].name, h->round, h->answers_due, h->probes_failed,
+             (unsigned long long)dev->holddown_ms);
     h->probing = false;
-    set_polled(dev, l, false);
-    h->link_back_ms = now; /* another hold-down */
-    return;
+    h->link_back_ms = now; /* another hold-down, still polled */
   }
-  rejoin(dev, l);
 }
 
 void srd_dev_check_rails(struct srd_dev *dev, uint64_t now) {
@@ -255,7 +338,11 @@ void srd_dev_check_rails(struct srd_dev *dev, uint64_t now) {
       else if (!link) srd_dev_rail_down(dev, l, "link down");
     } else if (dev->failover && !rail->failed) {
       if (link) try_rejoin(dev, l, now);
-      else dev->health[l].link_back_ms = 0;
+      else if (dev->health[l].link_back_ms) {
+        dev->health[l].link_back_ms = 0;
+        dev->health[l].probing = dev->health[l].polled = false;
+        set_polled(dev, l, false);
+      }
     }
     if (dev->health[l].down) {
       any_down = true;
@@ -268,4 +355,9 @@ void srd_dev_check_rails(struct srd_dev *dev, uint64_t now) {
   }
   int mbps;
   if (any_down && dev->failover && !rails_left(dev, &mbps)) fail_all(dev);
+  for (int k = 0; k < dev->comms_end; k++) {
+    struct srd_comm *c = dev->comms[k];
+    for (uint32_t due = c && !c->result ? c->stale_due : 0; due; due &= due - 1)
+      tell_peer(c, __builtin_ctz(due), false, true);
+  }
 }

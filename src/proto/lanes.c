@@ -128,15 +128,35 @@ static bool write_abandoned(const struct srd_rail_write *w) {
   return r->comm->result != 0;
 }
 
+static bool any_write(const struct srd_rail_write *w) {
+  (void)w;
+  return true;
+}
+
 /* A provider that keeps refusing a write (a peer that vanished: tcp
  * reconnects forever) must not keep a lane busy once the comm has failed. */
 #define LANE_REFUSED_CHECK_US 100000
 
-static void drop_abandoned(struct srd_dev *dev, struct srd_rail *rail) {
-  lane_lock(dev);
-  struct srd_rail_write *dropped = srd_rail_drop_queued(rail, write_abandoned);
+/* Lock held. */
+static void cancel_writes(struct srd_rail *rail, struct srd_rail_write *dropped) {
   for (struct srd_rail_write *w = dropped; w; w = w->next) w->err = -FI_ECANCELED;
   fail_writes(rail, dropped);
+}
+
+static void drop_abandoned(struct srd_dev *dev, struct srd_rail *rail) {
+  lane_lock(dev);
+  cancel_writes(rail, srd_rail_drop_queued(rail, write_abandoned));
+  lane_unlock(dev);
+}
+
+/* A paused lane's rail is down: what waits in its queue goes on another rail
+ * (failover re-sends it), not later on this one, whose keys may change. The
+ * queue needs only its own lock; the lock is taken when there is something. */
+static void drop_all_queued(struct srd_dev *dev, struct srd_rail *rail) {
+  struct srd_rail_write *dropped = srd_rail_drop_queued(rail, any_write);
+  if (!dropped) return;
+  lane_lock(dev);
+  cancel_writes(rail, dropped);
   lane_unlock(dev);
 }
 
@@ -149,6 +169,7 @@ static void *lane_main(void *arg) {
   uint64_t refused_since_us = 0;
   while (!atomic_load_explicit(&dev->stop, memory_order_acquire)) {
     if (atomic_load(&lane->paused)) {
+      drop_all_queued(dev, rail);
       sleep_us(LANE_FAILED_SLEEP_US);
       continue;
     }

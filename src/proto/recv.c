@@ -34,7 +34,9 @@ static void deliver_eager(struct srd_req *r, int32_t tag, uint32_t len, const vo
     entry_complete(r, e);
     return;
   }
-  if (c->failover_seen) { /* a copy that sat on a dead link and came late */
+  /* A copy that sat on a dead link and came late (perhaps before the notice
+   * of that link's failure). */
+  if (c->failover_seen || c->dev->failover) {
     c->traffic.dropped++;
     return;
   }
@@ -98,20 +100,32 @@ void srd_proto_on_trunc(struct srd_comm *c, const struct srd_msg_trunc *m) {
   srd_req_finish(r, SRD_ERR_USAGE);
 }
 
+/* Is a write naming slot tag `slot` one for a receive that was offered and
+ * has completed (this use of the slot, or the one before)? */
+static bool names_completed_receive(struct srd_comm *c, const struct srd_req *r, struct srd_imm imm) {
+  const struct srd_recv_comm *rcv = srd_recv_comm(c);
+  uint32_t i = imm.slot & ((1u << SRD_SLOT_BITS) - 1);
+  if (r && r->slot_tag == imm.slot && r->kind == SRD_REQ_RECV && r->cts_sent)
+    return r->done || (imm.entry < (uint32_t)r->n && r->e[imm.entry].complete);
+  return rcv->prev_offered[i] && rcv->prev_tag[i] == imm.slot;
+}
+
 /* The immediate data is the writer's claim: it must name a receive whose
  * clear-to-send went out, keep the stripe count of its first write, and never
  * add up to more than the buffer posted. Anything else fails this comm only.
  * Each stripe counts once: after a rail failed, the sender re-sends what the
  * dead rail carried, and the original may land too (late, or beside its
  * copy). Such a second copy, or a write for a receive that completed, is
- * dropped then. */
+ * dropped then: once this comm saw a failover, or, with failover on, when it
+ * names a receive that completed (the notice of the failure may come after
+ * the copy: it travels on another rail). */
 void srd_proto_on_write(struct srd_comm *c, struct srd_imm imm, size_t len) {
   c->writes_done++;
   if (c->closing) return; /* the close waits for it: its receive was failed already */
   struct srd_req *r = c->reqs[imm.slot & ((1u << SRD_SLOT_BITS) - 1)];
   if (!r || r->slot_tag != imm.slot || r->kind != SRD_REQ_RECV || r->done || !r->cts_sent ||
       imm.entry >= (uint32_t)r->n || r->e[imm.entry].complete) {
-    if (c->failover_seen) {
+    if (c->failover_seen || (c->dev->failover && names_completed_receive(c, r, imm))) {
       c->traffic.dropped++;
       SRD_INFO(NCCL_NET, "recv comm %#x: late write (slot %#x entry %u stripe %u) after a rail failover dropped",
                c->id, imm.slot, imm.entry, imm.stripe);

@@ -24,7 +24,12 @@ static void recycle(struct srd_req *r) {
   struct srd_dev *dev = c->dev;
   r->in_use = false;
   c->reqs[r->slot] = NULL;
-  if (!c->is_send) srd_recv_comm(c)->slot_uses[r->slot]++;
+  if (!c->is_send) {
+    struct srd_recv_comm *rcv = srd_recv_comm(c);
+    rcv->prev_tag[r->slot] = r->slot_tag;
+    rcv->prev_offered[r->slot] = r->cts_sent;
+    rcv->slot_uses[r->slot]++;
+  }
   r->next_pending = dev->free_reqs;
   dev->free_reqs = r;
 }
@@ -41,7 +46,7 @@ struct srd_req *srd_req_get(struct srd_comm *c, enum srd_req_kind kind) {
   r->slot_tag = c->is_send ? 0 : (uint8_t)(i | srd_recv_comm(c)->slot_uses[i] << SRD_SLOT_BITS);
   r->kind = kind;
   r->in_use = true;
-  r->done = r->released = r->on_pending = r->cts_sent = false;
+  r->done = r->released = r->on_pending = r->cts_sent = r->old_keys = false;
   r->result = 0;
   r->outstanding = 0;
   r->n = r->entries_done = 0;

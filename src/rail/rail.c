@@ -106,7 +106,10 @@ static int open_endpoint(struct srd_rail *rail, int i) {
   if ((rc = fi_ep_bind(ep, &rail->cq->fid, FI_TRANSMIT | FI_RECV))) return rc;
   /* LL128 across nodes is only safe with 128-byte ordered writes: ask efa for
    * them where it offers the option (the tuner probes the same option). */
-  if (!strcmp(rail->info->fabric_attr->prov_name, "efa")) rail->ordered_128 = srd_efa_write_order_128(ep) == 1;
+  if (!strcmp(rail->info->fabric_attr->prov_name, "efa")) {
+    rail->ordered_128 = srd_efa_write_order_128(ep) == 1;
+    rail->keys_fence_writes = srd_efa_device_writes(ep) == 1;
+  }
   /* GPU rails ask their provider for no CUDA calls of its own; where it
    * refuses, the device's GPU decision already knew (srd_gdr_device). */
   char why[200];

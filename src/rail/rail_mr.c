@@ -57,3 +57,4 @@ int srd_rail_reg(struct srd_rail *rail, void *base, size_t len, uint64_t access,
 
 void *srd_rail_mr_desc(struct fid_mr *mr) { return mr ? fi_mr_desc(mr) : NULL; }
 uint64_t srd_rail_mr_key(struct fid_mr *mr) { return fi_mr_key(mr); }
+void srd_rail_mr_close(struct fid_mr *mr) { fi_close(&mr->fid); }

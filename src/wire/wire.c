@@ -3,7 +3,7 @@
 #include <string.h>
 
 #define MSG_MAGIC 0x5352u /* "SR" */
-#define MSG_VERSION 5 /* 4: every header carries the destination comm's token; 5: requests to send, rail notices, the close notice counts writes */
+#define MSG_VERSION 6 /* 4: every header carries the destination comm's token; 5: requests to send, rail notices, the close notice counts writes; 6: rail probes answered */
 #define HANDLE_MAGIC 0x31445253u /* "SRD1" */
 #define TOKEN_AT 8 /* header: magic (2), version (1), type (1), destination comm (4), token (8) */
 
@@ -183,6 +183,15 @@ size_t srd_msg_encode_rail(void *buf, size_t cap, uint32_t dst_comm, const struc
   return written(&c, buf);
 }
 
+size_t srd_msg_encode_probe(void *buf, size_t cap, uint32_t dst_comm, const struct srd_msg_probe *m) {
+  struct cur c = writer(buf, cap);
+  put_header(&c, SRD_MSG_PROBE, dst_comm);
+  put(&c, m->rail, 1);
+  put(&c, m->answer, 1);
+  put(&c, m->round, 4);
+  return written(&c, buf);
+}
+
 size_t srd_msg_encode_rts(void *buf, size_t cap, uint32_t dst_comm, uint32_t seq) {
   struct cur c = writer(buf, cap);
   put_header(&c, SRD_MSG_RTS, dst_comm);
@@ -283,6 +292,13 @@ int srd_msg_decode(const void *buf, size_t len, struct srd_msg *m, const char **
     if (m->u.rail.rail >= SRD_MAX_PATHS || m->u.rail.up > 1 ||
         m->u.rail.stale > !m->u.rail.up)
       return *why = "bad rail notice", -1;
+    break;
+  case SRD_MSG_PROBE:
+    m->u.probe.rail = (uint8_t)get(&c, 1);
+    m->u.probe.answer = (uint8_t)get(&c, 1);
+    m->u.probe.round = (uint32_t)get(&c, 4);
+    if (c.bad) return *why = "truncated rail probe", -1;
+    if (m->u.probe.rail >= SRD_MAX_PATHS || m->u.probe.answer > 1) return *why = "bad rail probe", -1;
     break;
   case SRD_MSG_RTS:
     m->u.rts.seq = (uint32_t)get(&c, 4);

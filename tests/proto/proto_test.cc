@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include <rdma/fi_domain.h>
 #include <rdma/fi_errno.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -61,6 +62,9 @@ struct Fake {
   std::deque<Write> writes;
   std::deque<Read> reads;
   int read_refused = 0; // flush_read fails with this
+  int reg_refused = 0;  // reg fails with this
+  uint64_t keys_made = 0;
+  int mrs_open = 0;
 
   bool no_buffers = false;
   bool provider_full = false;
@@ -97,7 +101,20 @@ int write(srd_rail *rail, int, const void *src, size_t len, void *, uint32_t imm
 }
 void queue_write(srd_rail *, struct srd_rail_write *) { ADD_FAILURE() << "no lanes in these tests"; }
 void *mr_desc(fid_mr *) { return nullptr; }
-uint64_t mr_key(fid_mr *) { return 0x5eed; }
+// Registrations made through the fake (srd_dev_reg) carry keys 1, 2, 3...;
+// the hand-made ones of struct Reg have none (key 0x5eed).
+uint64_t mr_key(fid_mr *mr) { return mr ? mr->key : 0x5eed; }
+int reg(srd_rail *, void *, size_t, uint64_t, int, int, uint64_t, fid_mr **mr) {
+  if (g.reg_refused) return g.reg_refused;
+  *mr = new fid_mr{};
+  (*mr)->key = ++g.keys_made;
+  g.mrs_open++;
+  return 0;
+}
+void mr_close(fid_mr *mr) {
+  g.mrs_open--;
+  delete mr;
+}
 int poll(srd_rail *, int) { return 0; }
 int link_down(const srd_rail *) { return 0; }
 
@@ -107,8 +124,8 @@ int flush_read(srd_rail *rail, uint64_t raddr, uint64_t key, srd_op *op) {
   return 0;
 }
 
-const srd_rail_ops kFake = {av_insert, av_remove, get_send_buf, put_send_buf, send,      write,
-                            queue_write, mr_desc, mr_key, poll, link_down, flush_read};
+const srd_rail_ops kFake = {av_insert, av_remove, get_send_buf, put_send_buf, send,     write,    queue_write,
+                            mr_desc,   mr_key,    reg,          mr_close,     poll,     link_down, flush_read};
 
 // Addresses: a comm's peer address is the index of the peer's device; what
 // arrives at one device comes from the other (FI_SOURCE).
@@ -592,6 +609,163 @@ TEST_F(Proto, LateOriginalAfterFailoverIsDropped) {
   EXPECT_EQ(1u, r->traffic.dropped);
   srd_req_release(sr);
   srd_req_release(rr);
+}
+
+// With failover on, the copy of a stripe may land before the notice of the
+// rail failure that made it (the notice travels on another rail): a late
+// original naming a receive that was offered and completed (this use of the
+// slot, or the one before) is dropped even before the comm saw a failover.
+// A write naming a slot use never offered still fails the comm.
+TEST_F(Proto, LateWriteBeforeTheFailoverNoticeIsDroppedWhereFailoverIsOn) {
+  b.failover = true;
+  std::vector<char> out = pattern(4096, 24), in(4096), in2(4096);
+  Reg ro(out), ri(in), ri2(in2);
+  Reg *regs[] = {&ri};
+  srd_req *rr = irecv(1, &in, regs, nullptr);
+  deliver_and_complete_sends();
+  srd_req *sr = isend(out, ro, out.size(), 0);
+  ASSERT_EQ(1u, g.writes.size());
+  Write late = g.writes.front();
+  deliver_write(0);
+  complete_write(0);
+  ASSERT_TRUE(rr->done);
+  ASSERT_FALSE(r->failover_seen);
+  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], late.imm, late.len, kFromA);
+  EXPECT_EQ(0, r->result) << "a late copy for this use of the slot";
+  srd_req_release(rr);
+  Reg *regs2[] = {&ri2};
+  srd_req *rr2 = irecv(1, &in2, regs2, nullptr);
+  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], late.imm, late.len, kFromA);
+  EXPECT_EQ(0, r->result) << "a late copy for the slot's use before";
+  EXPECT_FALSE(rr2->done);
+  EXPECT_EQ(2u, r->traffic.dropped);
+  srd_imm never = srd_imm_unpack(late.imm);
+  never.slot = (never.slot + (3u << SRD_SLOT_BITS)) & SRD_IMM_SLOT_MASK;
+  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], srd_imm_pack(never), late.len, kFromA);
+  EXPECT_NE(0, r->result) << "a write for a slot use never offered was taken for a late copy";
+  srd_req_release(sr);
+  srd_req_release(rr2);
+}
+
+// A probe is answered from the rail it came by to the address it came from,
+// echoing its round; the prober counts an answer once, and only for the
+// round it is in.
+TEST_F(Proto, ProbeIsAnsweredWhereItCameFromAndCountsOnceInItsRound) {
+  srd_rail_health *h = &a.health[0];
+  h->probing = true;
+  h->round = 5;
+  h->answers_due = 1;
+  h->probes_out = 1;
+  s->probe_wait = 1;
+  ASSERT_EQ(SRD_OK, srd_comm_probe_rail(s, 0, 5));
+  ASSERT_EQ(1u, g.sends.size());
+  ASSERT_EQ(SRD_MSG_PROBE, sent_type(0));
+  // It comes from an address of the peer's other than the one r sends to.
+  constexpr fi_addr_t kOther = 7;
+  r->inserted[0] = kOther;
+  srd_dispatch_handlers.on_message(&b, &b.rails[0], g.sends[0].buf->data, g.sends[0].len, kOther);
+  r->inserted[0] = kFromA;
+  complete_send(0);
+  EXPECT_EQ(0, h->probes_out) << "the probe left, and is not counted out";
+  ASSERT_EQ(1u, g.sends.size()) << "no answer";
+  srd_msg m;
+  const char *why = nullptr;
+  ASSERT_EQ(0, srd_msg_decode(g.sends[0].buf->data, g.sends[0].len, &m, &why));
+  EXPECT_EQ(SRD_MSG_PROBE, m.type);
+  EXPECT_EQ(1, m.u.probe.answer);
+  EXPECT_EQ(5u, m.u.probe.round);
+  EXPECT_EQ(0, m.u.probe.rail);
+  EXPECT_EQ(&b.rails[0], g.sends[0].rail);
+  EXPECT_EQ(kOther, g.sends[0].dest) << "answered to another address than the probe came from";
+  g.sends[0].dest = kFromA; // where the fake delivers to a
+  h->round = 6; // an answer to an earlier round
+  deliver_send(0);
+  EXPECT_EQ(1, h->answers_due);
+  h->round = 5;
+  deliver_send(0);
+  EXPECT_EQ(0, h->answers_due);
+  EXPECT_EQ(0u, s->probe_wait);
+  deliver_send(0);
+  EXPECT_EQ(0, h->answers_due) << "one answer counted twice";
+  complete_send(0);
+}
+
+// The registrations of a rail are made again under new keys (rail failover
+// after writes were cut off on it) and the old ones closed; the other rails'
+// stay. A dma-buf registration, which cannot be made again, changes nothing.
+TEST(Regs, RekeyMakesARailsRegistrationsAgainUnderNewKeys) {
+  g = Fake();
+  srd_dev d;
+  make_dev(&d, 0);
+  std::vector<char> one(4096), two(8192);
+  void *h1 = nullptr, *h2 = nullptr;
+  ASSERT_EQ(0, srd_dev_reg(&d, one.data(), one.size(), 0, -1, SRD_MR_RECV, -1, 0, &h1));
+  ASSERT_EQ(0, srd_dev_reg(&d, two.data(), two.size(), 0, -1, SRD_MR_RECV, -1, 0, &h2));
+  auto *m1 = static_cast<srd_rail_mrs *>(h1), *m2 = static_cast<srd_rail_mrs *>(h2);
+  uint64_t k1 = mr_key(m1->mr[0]), k2 = mr_key(m2->mr[0]);
+  EXPECT_NE(k1, k2);
+  EXPECT_EQ(2, g.mrs_open);
+  ASSERT_EQ(SRD_OK, srd_dev_rekey_rail(&d, 0));
+  EXPECT_EQ(2, g.mrs_open) << "old registrations left open, or new ones not made";
+  EXPECT_NE(k1, mr_key(m1->mr[0]));
+  EXPECT_NE(k2, mr_key(m2->mr[0]));
+  EXPECT_NE(k1, mr_key(m2->mr[0]));
+  g.reg_refused = -FI_ENOMEM;
+  EXPECT_EQ(SRD_ERR_SYSTEM, srd_dev_rekey_rail(&d, 0)) << "a registration that failed went unreported";
+  g.reg_refused = 0;
+  void *h3 = nullptr;
+  ASSERT_EQ(0, srd_dev_reg(&d, one.data(), one.size(), 0, -1, SRD_MR_RECV, 7, 0, &h3));
+  uint64_t k3 = mr_key(static_cast<srd_rail_mrs *>(h3)->mr[0]), k1now = mr_key(m1->mr[0]);
+  EXPECT_EQ(SRD_ERR_SYSTEM, srd_dev_rekey_rail(&d, 0));
+  EXPECT_EQ(k3, mr_key(static_cast<srd_rail_mrs *>(h3)->mr[0]));
+  EXPECT_EQ(k1now, mr_key(m1->mr[0])) << "a refused re-key changed some keys";
+  srd_dev_dereg(&d, h3);
+  srd_dev_dereg(&d, h2);
+  srd_dev_dereg(&d, h1);
+  EXPECT_EQ(0, g.mrs_open) << "registrations leaked";
+  EXPECT_EQ(nullptr, d.regs);
+  free_dev(&d);
+}
+
+// A rail the peer's writes were cut off on: where keys fence writes (efa
+// whose device writes) its registrations get new keys at once and receives
+// whose clear-to-send named the old ones are marked; elsewhere (tcp) it
+// stays out for good and nothing is registered again.
+TEST_F(Proto, TaintedRailRekeysOnlyWhereKeysFenceWrites) {
+  for (bool fence : {false, true}) {
+    SCOPED_TRACE(fence ? "keys fence writes" : "keys do not fence writes");
+    b.failover = true;
+    b.rails[0].keys_fence_writes = fence;
+    memset(static_cast<void *>(b.health), 0, sizeof(b.health));
+    std::vector<char> in(4096);
+    void *h = nullptr;
+    ASSERT_EQ(0, srd_dev_reg(&b, in.data(), in.size(), 0, -1, SRD_MR_RECV, -1, 0, &h));
+    uint64_t before = mr_key(static_cast<srd_rail_mrs *>(h)->mr[0]);
+    Reg ri(in);
+    Reg *regs[] = {&ri};
+    srd_req *rr = irecv(1, &in, regs, nullptr);
+    ASSERT_TRUE(rr->cts_sent);
+    srd_msg_rail stale = {0, 0, 1};
+    srd_proto_on_rail(r, &stale);
+    EXPECT_TRUE(b.health[0].down);
+    EXPECT_TRUE(b.health[0].tainted);
+    uint64_t after = mr_key(static_cast<srd_rail_mrs *>(h)->mr[0]);
+    if (fence) {
+      EXPECT_NE(before, after);
+      EXPECT_EQ(nullptr, b.health[0].out_for_good);
+      EXPECT_TRUE(rr->old_keys);
+    } else {
+      EXPECT_EQ(before, after) << "registered again where new keys stop nothing";
+      EXPECT_NE(nullptr, b.health[0].out_for_good);
+    }
+    while (!g.sends.empty()) complete_send(0);
+    srd_req_release(rr);
+    srd_dev_dereg(&b, h);
+    srd_comm_free(r);
+    r = srd_comm_alloc(&b, false);
+    ASSERT_TRUE(r);
+    join(r, s, 0);
+  }
 }
 
 TEST_F(Proto, ReorderedCompletions) {

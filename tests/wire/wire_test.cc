@@ -587,6 +587,30 @@ TEST(Msg, TruncPingByeRoundTrip) {
   EXPECT_EQ(0u, srd_msg_encode_bye(buf.data(), kHeader + 12, 0, &zero));
 }
 
+TEST(Msg, ProbeRoundTripAndBadFieldsAreRejected) {
+  struct srd_msg m;
+  const char *why = nullptr;
+  std::vector<uint8_t> p(64);
+  struct srd_msg_probe ask = {SRD_MAX_PATHS - 1, 1, 0xfffffffeu};
+  p.resize(srd_msg_encode_probe(p.data(), p.size(), 9, &ask));
+  ASSERT_EQ(kHeader + 6, p.size());
+  ASSERT_EQ(0, decode(p, p.size(), &m, &why)) << (why ? why : "");
+  EXPECT_EQ(SRD_MSG_PROBE, m.type);
+  EXPECT_EQ(9u, m.dst_comm);
+  EXPECT_EQ(SRD_MAX_PATHS - 1, m.u.probe.rail);
+  EXPECT_EQ(1, m.u.probe.answer);
+  EXPECT_EQ(0xfffffffeu, m.u.probe.round);
+  std::vector<uint8_t> bad = p;
+  bad[kHeader] = SRD_MAX_PATHS;
+  expect_rejected(bad, bad.size(), "rail index out of range");
+  bad = p;
+  bad[kHeader + 1] = 2;
+  expect_rejected(bad, bad.size(), "answer neither 0 nor 1");
+  expect_rejected(p, p.size() - 1, "truncated probe");
+  uint8_t small[64];
+  EXPECT_EQ(0u, srd_msg_encode_probe(small, kHeader + 5, 0, &ask));
+}
+
 TEST(Msg, BadHeaderIsRejected) {
   std::vector<uint8_t> good = encode_bye(1, 2);
   for (int byte = 0; byte < 2; byte++) {
@@ -629,6 +653,12 @@ std::vector<std::vector<uint8_t>> valid_messages(std::mt19937_64 &rng) {
   out.push_back(encode_bye(12, 13));
   out.push_back(encode_rts(14, 15));
   out.push_back(encode_bye(14, 15, SRD_BYE_DRAINED, 16));
+  for (uint8_t answer : {0, 1}) {
+    std::vector<uint8_t> p(64);
+    struct srd_msg_probe probe = {3, answer, 0xfedcba98u};
+    p.resize(srd_msg_encode_probe(p.data(), p.size(), 17, &probe));
+    out.push_back(p);
+  }
   return out;
 }
 
@@ -709,6 +739,11 @@ void expect_canonical(const std::vector<uint8_t> &bytes, size_t len, const struc
     break;
   case SRD_MSG_RTS:
     n = srd_msg_encode_rts(again.data(), again.size(), m.dst_comm, m.u.rts.seq);
+    break;
+  case SRD_MSG_PROBE:
+    ASSERT_LT(m.u.probe.rail, SRD_MAX_PATHS);
+    ASSERT_LE(m.u.probe.answer, 1);
+    n = srd_msg_encode_probe(again.data(), again.size(), m.dst_comm, &m.u.probe);
     break;
   default:
     FAIL() << "accepted unknown type " << static_cast<int>(m.type);
