@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 #include "nccl/net_common.h"
 #include "srd/comm.h"
 #include "srd/cuda.h"

@@ -248,8 +248,8 @@ static void rejoin(struct srd_dev *dev, int l) {
   }
 }
 
-/* A round's answers may sit behind a cut-off write the provider refuses
- * (the connection is dropped with them): then another hold-down. */
+/* Answers may never come (lost with a connection, a peer not polling the
+ * rail yet): after this long the round failed, and another hold-down follows. */
 #define PROBE_ROUND_MS 2000
 
 /* A new round only once the last one's probes left: one stuck behind a
