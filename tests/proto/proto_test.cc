@@ -273,6 +273,21 @@ class Proto : public ::testing::Test {
     EXPECT_EQ(expect_rc, srd_proto_isend(s, buf.data(), size, tag, &reg.ref, &req));
     return req;
   }
+  // One message of one write from s to r, landed and completed on both
+  // sides; the write as the fake recorded it, to be played again late.
+  Write one_landed_message(std::vector<char> &out, Reg &ro, std::vector<char> &in, Reg &ri, srd_req **rr,
+                           srd_req **sr) {
+    Reg *regs[] = {&ri};
+    *rr = irecv(1, &in, regs, nullptr);
+    deliver_and_complete_sends();
+    *sr = isend(out, ro, out.size(), 0);
+    EXPECT_EQ(1u, g.writes.size());
+    Write w = g.writes.front();
+    deliver_write(0);
+    complete_write(0);
+    EXPECT_TRUE((*rr)->done);
+    return w;
+  }
   srd_req *irecv(int n, std::vector<char> *bufs, Reg **regs, const int *tags) {
     void *data[SRD_MAX_RECVS];
     size_t sizes[SRD_MAX_RECVS];
@@ -480,15 +495,9 @@ TEST_F(Proto, DuplicateWriteIsRefused) {
 TEST_F(Proto, LateWriteCannotCompleteTheSlotsNextReceive) {
   std::vector<char> out = pattern(4096, 9), in(4096), in2(4096);
   Reg ro(out), ri(in), ri2(in2);
-  Reg *regs[] = {&ri};
-  srd_req *rr = irecv(1, &in, regs, nullptr);
-  deliver_and_complete_sends();
-  srd_req *sr = isend(out, ro, out.size(), 0);
-  ASSERT_EQ(1u, g.writes.size());
-  Write late = g.writes.front();
-  deliver_write(0);
-  complete_write(0);
-  ASSERT_TRUE(rr->done);
+  srd_req *rr = nullptr, *sr = nullptr;
+  Write late = one_landed_message(out, ro, in, ri, &rr, &sr);
+  ASSERT_TRUE(rr && rr->done);
   int slot = rr->slot;
   srd_req_release(rr);
   Reg *regs2[] = {&ri2};
@@ -594,15 +603,9 @@ TEST_F(Proto, ResentCopyLongerThanWhatIsMissingIsNoOverflow) {
 TEST_F(Proto, LateOriginalAfterFailoverIsDropped) {
   std::vector<char> out = pattern(4096, 23), in(4096);
   Reg ro(out), ri(in);
-  Reg *regs[] = {&ri};
-  srd_req *rr = irecv(1, &in, regs, nullptr);
-  deliver_and_complete_sends();
-  srd_req *sr = isend(out, ro, out.size(), 0);
-  ASSERT_EQ(1u, g.writes.size());
-  Write late = g.writes.front();
-  deliver_write(0);
-  complete_write(0);
-  ASSERT_TRUE(rr->done);
+  srd_req *rr = nullptr, *sr = nullptr;
+  Write late = one_landed_message(out, ro, in, ri, &rr, &sr);
+  ASSERT_TRUE(rr && rr->done);
   r->failover_seen = true;
   srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], late.imm, late.len, kFromA);
   EXPECT_EQ(0, r->result);
@@ -620,15 +623,9 @@ TEST_F(Proto, LateWriteBeforeTheFailoverNoticeIsDroppedWhereFailoverIsOn) {
   b.failover = true;
   std::vector<char> out = pattern(4096, 24), in(4096), in2(4096);
   Reg ro(out), ri(in), ri2(in2);
-  Reg *regs[] = {&ri};
-  srd_req *rr = irecv(1, &in, regs, nullptr);
-  deliver_and_complete_sends();
-  srd_req *sr = isend(out, ro, out.size(), 0);
-  ASSERT_EQ(1u, g.writes.size());
-  Write late = g.writes.front();
-  deliver_write(0);
-  complete_write(0);
-  ASSERT_TRUE(rr->done);
+  srd_req *rr = nullptr, *sr = nullptr;
+  Write late = one_landed_message(out, ro, in, ri, &rr, &sr);
+  ASSERT_TRUE(rr && rr->done);
   ASSERT_FALSE(r->failover_seen);
   srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], late.imm, late.len, kFromA);
   EXPECT_EQ(0, r->result) << "a late copy for this use of the slot";
