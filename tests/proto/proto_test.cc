@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include <rdma/fi_domain.h>
 #include <rdma/fi_errno.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -102,18 +101,21 @@ int write(srd_rail *rail, int, const void *src, size_t len, void *, uint32_t imm
 void queue_write(srd_rail *, struct srd_rail_write *) { ADD_FAILURE() << "no lanes in these tests"; }
 void *mr_desc(fid_mr *) { return nullptr; }
 // Registrations made through the fake (srd_dev_reg) carry keys 1, 2, 3...;
-// the hand-made ones of struct Reg have none (key 0x5eed).
-uint64_t mr_key(fid_mr *mr) { return mr ? mr->key : 0x5eed; }
+// the hand-made ones of struct Reg have none (key 0x5eed). libfabric's
+// fid_mr stays opaque here (its header trips -Wshadow in C++ on 2.6).
+struct FakeMr {
+  uint64_t key;
+};
+uint64_t mr_key(fid_mr *mr) { return mr ? reinterpret_cast<FakeMr *>(mr)->key : 0x5eed; }
 int reg(srd_rail *, void *, size_t, uint64_t, int, int, uint64_t, fid_mr **mr) {
   if (g.reg_refused) return g.reg_refused;
-  *mr = new fid_mr{};
-  (*mr)->key = ++g.keys_made;
+  *mr = reinterpret_cast<fid_mr *>(new FakeMr{++g.keys_made});
   g.mrs_open++;
   return 0;
 }
 void mr_close(fid_mr *mr) {
   g.mrs_open--;
-  delete mr;
+  delete reinterpret_cast<FakeMr *>(mr);
 }
 int poll(srd_rail *, int) { return 0; }
 int link_down(const srd_rail *) { return 0; }
