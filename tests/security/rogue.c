@@ -563,7 +563,7 @@ static int floods(int rank, int nranks, void *arg) {
 static int run(const struct st_ctx *ctx, const char *label, int nranks, st_rank_fn fn) {
   char l[128];
   snprintf(l, sizeof l, "%s[%s]", label, ctx->provider);
-  struct st_group_opts o = {.timeout_s = 120, .killed_mask = fn == victim_killed_region ? 2u : 0u};
+  struct st_group_opts o = {.timeout_s = 120};
   return st_group_run(l, nranks, fn, (void *)ctx, &o);
 }
 
