@@ -27,6 +27,13 @@ static int post(struct srd_comm *c, int path, fi_addr_t dest, struct srd_rail_bu
   if (rc) {
     dev->rail_ops->put_send_buf(b);
     if (rc == -FI_EAGAIN) return SRD_AGAIN;
+    /* A probe or its answer goes on a rail that is down: one the provider
+     * refuses fails its round, not the comm. */
+    if (done != ctrl_done) {
+      SRD_INFO(NCCL_NET, "rail %s: posting a rail probe for comm %#x failed: %s", dev->rails[path / dev->neps].name,
+               c->id, fi_strerror(-rc));
+      return SRD_ERR_SYSTEM;
+    }
     srd_comm_fail(c, SRD_ERR_SYSTEM, "posting a control message failed: %s", fi_strerror(-rc));
     return c->result;
   }

@@ -100,13 +100,13 @@ void srd_proto_on_trunc(struct srd_comm *c, const struct srd_msg_trunc *m) {
   srd_req_finish(r, SRD_ERR_USAGE);
 }
 
-/* Is a write naming slot tag `slot` one for a receive that was offered and
- * has completed (this use of the slot, or the one before)? */
-static bool names_completed_receive(struct srd_comm *c, const struct srd_req *r, struct srd_imm imm) {
+/* Does a write that matched no open entry name a receive that was offered
+ * and has completed: r, the request in its slot i (this use of the slot), or
+ * the slot's use before? */
+static bool names_completed_receive(struct srd_comm *c, const struct srd_req *r, uint32_t i, struct srd_imm imm) {
   const struct srd_recv_comm *rcv = srd_recv_comm(c);
-  uint32_t i = imm.slot & ((1u << SRD_SLOT_BITS) - 1);
-  if (r && r->slot_tag == imm.slot && r->kind == SRD_REQ_RECV && r->cts_sent)
-    return r->done || (imm.entry < (uint32_t)r->n && r->e[imm.entry].complete);
+  if (r && r->slot_tag == imm.slot && r->kind == SRD_REQ_RECV)
+    return r->cts_sent && (r->done || (imm.entry < (uint32_t)r->n && r->e[imm.entry].complete));
   return rcv->prev_offered[i] && rcv->prev_tag[i] == imm.slot;
 }
 
@@ -122,10 +122,11 @@ static bool names_completed_receive(struct srd_comm *c, const struct srd_req *r,
 void srd_proto_on_write(struct srd_comm *c, struct srd_imm imm, size_t len) {
   c->writes_done++;
   if (c->closing) return; /* the close waits for it: its receive was failed already */
-  struct srd_req *r = c->reqs[imm.slot & ((1u << SRD_SLOT_BITS) - 1)];
+  uint32_t i = imm.slot & ((1u << SRD_SLOT_BITS) - 1);
+  struct srd_req *r = c->reqs[i];
   if (!r || r->slot_tag != imm.slot || r->kind != SRD_REQ_RECV || r->done || !r->cts_sent ||
       imm.entry >= (uint32_t)r->n || r->e[imm.entry].complete) {
-    if (c->failover_seen || (c->dev->failover && names_completed_receive(c, r, imm))) {
+    if (c->failover_seen || (c->dev->failover && names_completed_receive(c, r, i, imm))) {
       c->traffic.dropped++;
       SRD_INFO(NCCL_NET, "recv comm %#x: late write (slot %#x entry %u stripe %u) after a rail failover dropped",
                c->id, imm.slot, imm.entry, imm.stripe);

@@ -67,6 +67,7 @@ struct Fake {
 
   bool no_buffers = false;
   bool provider_full = false;
+  int send_refused = 0; // send fails with this
   int bufs_out = 0;
   srd_dev *devs[2] = {nullptr, nullptr};
 } g;
@@ -89,6 +90,7 @@ void put_send_buf(srd_rail_buf *b) {
 }
 int send(srd_rail *rail, int, srd_rail_buf *b, size_t len, fi_addr_t dest) {
   if (g.provider_full) return -FI_EAGAIN;
+  if (g.send_refused) return g.send_refused;
   g.sends.push_back({rail, b, len, dest});
   return 0;
 }
@@ -687,6 +689,12 @@ TEST_F(Proto, ProbeIsAnsweredWhereItCameFromAndCountsOnceInItsRound) {
   deliver_send(0);
   EXPECT_EQ(0, h->answers_due) << "one answer counted twice";
   complete_send(0);
+  // A probe the provider refuses fails its round (the caller counts it), not the comm.
+  g.send_refused = -FI_EIO;
+  EXPECT_EQ(SRD_ERR_SYSTEM, srd_comm_probe_rail(s, 0, 6));
+  EXPECT_EQ(0, s->result) << "a refused probe failed the comm";
+  EXPECT_EQ(0, g.bufs_out);
+  g.send_refused = 0;
 }
 
 // The registrations of a rail are made again under new keys (rail failover
