@@ -197,6 +197,7 @@ struct srd_comm {
     uint64_t eager;      /* inline messages sent or received */
     uint64_t rendezvous; /* messages written into the peer's buffer after its clear-to-send */
     uint64_t writes;     /* RMA writes (stripes) posted or received */
+    uint64_t on_lane0;   /* of the writes posted, those on lane 0's paths (sender) */
     uint64_t resent;     /* stripes re-sent on another rail (sender) */
     uint64_t dropped;    /* second copies and late writes ignored (receiver) */
     uint64_t by_lane;    /* requests completed on a lane thread (small messages never are) */

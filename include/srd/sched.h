@@ -31,6 +31,14 @@ int srd_sched_split(const struct srd_sched_params *p, size_t size, unsigned *cur
  * paths, in turn over them. usable 0 counts as every path. */
 int srd_sched_split_over(const struct srd_sched_params *p, size_t size, uint64_t usable, unsigned *cursor,
                          struct srd_stripe *out, int max_out);
+/* The paths a message of size bytes takes, as a usable mask for
+ * srd_sched_split_over: below the threshold only the first inline_paths
+ * (lane 0's, which the caller polls: a small message never waits on a lane
+ * thread); at or above it only the others (the lanes, when npaths counts
+ * them: a stripe on lane 0 would have the caller's thread copy bulk data
+ * between its other work). Within usable (0: every path); usable itself when
+ * none of the wanted paths is usable. */
+uint64_t srd_sched_paths_for(const struct srd_sched_params *p, size_t size, int inline_paths, uint64_t usable);
 /* The n-th usable path after cursor (taking turns over usable paths); -1 when
  * usable names none of the npaths. */
 int srd_sched_pick(int npaths, uint64_t usable, unsigned cursor);

@@ -177,7 +177,9 @@ static int post_write(struct srd_req *r, int i, int path, struct srd_rail_write 
     *queued = true;
     return 0;
   }
-  return dev->rail_ops->write(rail, w->ep, w->src, w->len, w->desc, w->imm, w->dest, w->raddr, w->key, &w->op);
+  int rc = dev->rail_ops->write(rail, w->ep, w->src, w->len, w->desc, w->imm, w->dest, w->raddr, w->key, &w->op);
+  if (!rc && path < dev->inline_paths) c->traffic.on_lane0++;
+  return rc;
 }
 
 static int write_refused(struct srd_req *r, int path, int rc) {
@@ -443,20 +445,16 @@ int srd_proto_isend(struct srd_comm *c, const void *data, size_t size, int tag, 
     r->mr = mr;
     r->raddr = rec->e[j].addr;
     for (int l = 0; l < dev->nrails; l++) r->rkey[l] = rec->keys[j * c->remote_rails + l % c->remote_rails];
-    /* Below the stripe threshold a message stays on lane 0, which the
-     * caller polls: it never waits on a lane thread. With failover only the
-     * paths of usable rails take stripes. */
-    struct srd_sched_params sp = dev->sched;
-    uint64_t usable = dev->failover ? srd_comm_usable_paths(c) : 0;
-    if (size < sp.threshold) {
-      uint64_t inline_mask = dev->inline_paths >= 64 ? ~0ull : (1ull << dev->inline_paths) - 1;
-      uint64_t inl = (usable ? usable : ~0ull) & inline_mask;
-      if (inl) usable = inl;
-    } else {
+    /* Small messages stay on lane 0, large ones go on the lanes once they
+     * run (sched.h); with failover only the paths of usable rails. */
+    const struct srd_sched_params *sp = &dev->sched;
+    if (size >= sp->threshold) {
       atomic_store_explicit(&c->large, true, memory_order_relaxed);
       srd_dev_want_lanes(dev);
     }
-    r->nstripes = srd_sched_split_over(&sp, size, usable, &c->sched_cursor, r->stripes, SRD_MAX_STRIPES);
+    uint64_t usable =
+        srd_sched_paths_for(sp, size, dev->inline_paths, dev->failover ? srd_comm_usable_paths(c) : 0);
+    r->nstripes = srd_sched_split_over(sp, size, usable, &c->sched_cursor, r->stripes, SRD_MAX_STRIPES);
     if (r->nstripes < 0) {
       srd_req_release(r);
       srd_comm_fail(c, SRD_ERR_ARG, "message of %zu bytes needs more than %d writes", size, SRD_MAX_STRIPES);

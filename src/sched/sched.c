@@ -2,6 +2,15 @@
 
 static size_t div_up(size_t a, size_t b) { return a / b + (a % b != 0); }
 
+static uint64_t paths_below(int n) { return n <= 0 ? 0 : n >= 64 ? ~0ull : (1ull << n) - 1; }
+
+uint64_t srd_sched_paths_for(const struct srd_sched_params *p, size_t size, int inline_paths, uint64_t usable) {
+  uint64_t all = paths_below(p->npaths), inl = paths_below(inline_paths) & all;
+  uint64_t want = size < p->threshold ? inl : all & ~inl;
+  uint64_t m = (usable ? usable : all) & want;
+  return m ? m : usable;
+}
+
 int srd_sched_pick(int npaths, uint64_t usable, unsigned cursor) {
   int n = 0, paths[64];
   for (int i = 0; i < npaths && i < 64; i++)

@@ -9,8 +9,11 @@
  *   lanes-inline: with 2 threads per NIC running, messages below the stripe
  *     threshold (eager ones, and 64 KiB ones written after the clear-to-send)
  *     are completed by the caller's thread on both sides: the close log
- *     counts no request completed on a lane thread. A 4 MiB message then
- *     starts no threads anew (they run) and arrives intact.
+ *     counts no request completed on a lane thread. Messages of every size
+ *     then start no threads anew (they run) and arrive intact, and the
+ *     large ones (1 MiB, 4 MiB) go on the lanes only: of the sender's
+ *     writes only the 64 KiB message's is on lane 0 (a stripe there would
+ *     have NCCL's thread copy bulk data).
  *   lanes-lazy: NCCL_SRD_PROGRESS_THREADS unset, 64 CPUs assumed
  *     (NCCL_SRD_TEST_CPUS): the device opens with lanes, but no thread runs
  *     while only small messages (up to 64 KiB) went by; after a 1 MiB
@@ -134,6 +137,14 @@ static int inline_small(int rank, int nranks, void *arg) {
   ST_CHECK(t.by_lane == 0, "%s: %lld small message(s) completed on a lane thread", rank ? "sender" : "receiver",
            t.by_lane);
   one_way(rank, 0, 1, 600);
+  if (rank == 1) {
+    t = st_traffic_last(1);
+    st_note("sender, every size: %lld written in %lld write(s), %lld on lane 0", t.rendezvous, t.writes, t.on_lane0);
+    ST_CHECK(t.rendezvous == 3 && t.writes > 3 && t.on_lane0 == 1,
+             "%lld message(s) written in %lld write(s), %lld of them on lane 0 (expected 3 messages, only the "
+             "64 KiB one's write on lane 0)",
+             t.rendezvous, t.writes, t.on_lane0);
+  }
   st_barrier(SETUP_MS);
   ST_NCCL(st_net_finalize());
   return 0;

@@ -86,7 +86,7 @@ int st_log_count(const char *needle) {
 
 struct st_traffic st_traffic_last(int is_send) {
   char line[LOG_LINE_MAX] = "";
-  struct st_traffic t = {-1, -1, -1, -1};
+  struct st_traffic t = {-1, -1, -1, -1, -1};
   const char *what = is_send ? "send comm " : "recv comm ";
   pthread_mutex_lock(&log_ring.lock);
   unsigned first = log_ring.next > LOG_LINES ? log_ring.next - LOG_LINES : 0;
@@ -97,8 +97,10 @@ struct st_traffic st_traffic_last(int is_send) {
   pthread_mutex_unlock(&log_ring.lock);
   ST_CHECK(line[0], "the plugin logged no traffic line for a closed %scomm", what);
   const char *p = strstr(line, " closed: ");
-  ST_CHECK(sscanf(p, " closed: %lld eager message(s), %lld by RMA write in %lld write(s), %lld request(s) completed on a lane thread",
-                  &t.eager, &t.rendezvous, &t.writes, &t.by_lane) == 4,
+  ST_CHECK(sscanf(p,
+                  " closed: %lld eager message(s), %lld by RMA write in %lld write(s) (%lld on lane 0), %lld "
+                  "request(s) completed on a lane thread",
+                  &t.eager, &t.rendezvous, &t.writes, &t.on_lane0, &t.by_lane) == 5,
            "unexpected traffic line: %s", line);
   return t;
 }

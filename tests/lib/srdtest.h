@@ -102,6 +102,7 @@ struct st_traffic {
   long long eager;      /* inline messages */
   long long rendezvous; /* messages written after the receiver's clear-to-send */
   long long writes;     /* RMA writes (stripes) */
+  long long on_lane0;   /* of the writes a sender posted, those on lane 0 (the caller's thread) */
   long long by_lane;    /* requests completed on a lane thread */
 };
 /* The latest closed send (is_send 1) or recv comm's; fails the process when

@@ -275,6 +275,36 @@ TEST(Sched, NonPositivePathCountMeansOnePath) {
   }
 }
 
+TEST(Sched, SmallMessagesStayOnLaneZeroLargeOnesGoOnTheLanes) {
+  // 2 NICs x 4 lanes: paths 0-1 are lane 0's (the caller polls them), 2-7 the
+  // lanes' threads'.
+  struct srd_sched_params p = params(8, 256 << 10, 64 << 10, 0);
+  EXPECT_EQ(0x03u, srd_sched_paths_for(&p, 8, 2, 0));
+  EXPECT_EQ(0x03u, srd_sched_paths_for(&p, (256 << 10) - 1, 2, 0));
+  EXPECT_EQ(0xfcu, srd_sched_paths_for(&p, 256 << 10, 2, 0));
+  // Within the usable paths (failover), and when none of the wanted ones is
+  // usable, on what is.
+  EXPECT_EQ(0x02u, srd_sched_paths_for(&p, 8, 2, 0x0a));
+  EXPECT_EQ(0x08u, srd_sched_paths_for(&p, 1 << 20, 2, 0x0a));
+  EXPECT_EQ(0x01u, srd_sched_paths_for(&p, 1 << 20, 2, 0x01));
+  EXPECT_EQ(0x30u, srd_sched_paths_for(&p, 8, 2, 0x30));
+  // The split then never puts a large message's stripe on lane 0.
+  unsigned cursor = 0;
+  struct srd_stripe s[kMaxOut];
+  for (int m = 0; m < 7; m++) {
+    int n = srd_sched_split_over(&p, 512 << 10, srd_sched_paths_for(&p, 512 << 10, 2, 0), &cursor, s, kMaxOut);
+    ASSERT_GE(n, 1);
+    for (int i = 0; i < n; i++) EXPECT_GE(s[i].path, 2) << "message " << m << " stripe " << i;
+  }
+  // Before the lanes run (npaths counts lane 0 only) large messages use it.
+  p.npaths = 2;
+  EXPECT_EQ(0u, srd_sched_paths_for(&p, 1 << 20, 2, 0));
+  EXPECT_EQ(0x03u, srd_sched_paths_for(&p, 8, 2, 0));
+  // 64 paths and more: no shift past the word.
+  p.npaths = 64;
+  EXPECT_EQ(~uint64_t{0} << 8, srd_sched_paths_for(&p, 1 << 20, 8, 0));
+}
+
 size_t random_size(std::mt19937_64 &rng) {
   switch (rng() % 5) {
   case 0:
