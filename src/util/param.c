@@ -20,8 +20,10 @@ static const struct srd_param_desc table[SRD_PARAM_COUNT] = {
     [SRD_PARAM_EPS_PER_RAIL] = {"NCCL_SRD_EPS_PER_RAIL", 0, 1, 1, 8, "endpoints per rail"},
     [SRD_PARAM_EAGER_MAX] = {"NCCL_SRD_EAGER_MAX", 0, 8 * KIB, 0, 64 * KIB,
                              "largest message sent eagerly, before the receiver's clear-to-send"},
-    [SRD_PARAM_STRIPE_THRESHOLD] = {"NCCL_SRD_STRIPE_THRESHOLD", 0, 256 * KIB, 0, 1024 * MIB,
-                                    "smallest message split across rails"},
+    /* NCCL's p2p chunks over the network are 128 KiB: above it send/recv
+     * and alltoall would never start the lanes. */
+    [SRD_PARAM_STRIPE_THRESHOLD] = {"NCCL_SRD_STRIPE_THRESHOLD", 0, 128 * KIB, 0, 1024 * MIB,
+                                    "smallest message split across rails (and carried by progress threads)"},
     [SRD_PARAM_MIN_STRIPE] = {"NCCL_SRD_MIN_STRIPE", 0, 64 * KIB, 128, 1024 * MIB,
                               "smallest stripe of a split message (rounded to 128 bytes)"},
     [SRD_PARAM_CONNECT_TIMEOUT_MS] = {"NCCL_SRD_CONNECT_TIMEOUT_MS", 0, 30000, 100, 3600000,

@@ -125,7 +125,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a == "-" || b == "-" || b == 0) pr
 # 128 KiB both logs have, and its size ("x@size"; below 1 everywhere meets
 # issue 13's small-message goal).
 worst() {
-  join <(rows "$1" | awk '$1 <= 131072 {print $1, $2}' | sort) <(rows "$2" | awk '$1 <= 131072 {print $1, $2}' | sort) |
+  LC_ALL=C join <(rows "$1" | awk '$1 <= 131072 {print $1, $2}' | LC_ALL=C sort) <(rows "$2" | awk '$1 <= 131072 {print $1, $2}' | LC_ALL=C sort) |
     awk '$3 > 0 {r = $2 / $3; if (r > w) {w = r; s = $1}} END {if (s == "") print "-"; else printf "x%.2f@%s", w, s}'
 }
 # lanes LOG: what the plugin chose (its INFO lines, srd variant only).
