@@ -14,8 +14,10 @@ static bool close_busy(struct srd_comm *c) {
 void srd_comm_close(struct srd_comm *c) {
   struct srd_dev *dev = c->dev;
   if (c->ready)
-    SRD_INFO(NCCL_NET, "%s comm %#x closed: %llu eager message(s), %llu by RMA write in %llu write(s) (%llu on lane 0), "
-             "%llu request(s) completed on a lane thread", c->is_send ? "send" : "recv", c->id,
+    SRD_INFO(NCCL_NET,
+             "%s comm %#x closed: %llu eager message(s), %llu by RMA write in %llu write(s) (%llu on lane 0), "
+             "%llu request(s) completed on a lane thread",
+             c->is_send ? "send" : "recv", c->id,
              (unsigned long long)c->traffic.eager, (unsigned long long)c->traffic.rendezvous,
              (unsigned long long)c->traffic.writes, (unsigned long long)c->traffic.on_lane0,
              (unsigned long long)c->traffic.by_lane);

@@ -93,7 +93,9 @@ static void handle_variants(const char *real) {
 }
 
 /* Rank 0 listens and keeps accepting (no comm may appear) while rank 1 tries
- * the bad handles; then the real handle must still work. */
+ * the bad handles; then the real handle must still work. Rank 1 connects with
+ * it only once rank 0 has stopped looking for stray comms (else the real one
+ * could land in that loop: seen under ASan). */
 static int bad_handles(int rank, int nranks, void *arg) {
   setup(arg);
   char handle[HSIZE] = {0};
@@ -110,6 +112,9 @@ static int bad_handles(int rank, int nranks, void *arg) {
     }
     char g = 0;
     st_oob_recv(1, &g, 1, SETUP_MS);
+    ST_NCCL(st_net_accept(lcomm, &comm));
+    ST_CHECK(!comm, "accept gave a comm while only bad handles were used");
+    st_oob_send(1, &g, 1);
     ST_CHECK(st_log_count("with a wrong cookie dropped") == 1, "the listener logged %d wrong-cookie hello(s), expected 1",
              st_log_count("with a wrong cookie dropped"));
     ncclResult_t rc = ncclSuccess;
@@ -123,6 +128,7 @@ static int bad_handles(int rank, int nranks, void *arg) {
     handle_variants(handle);
     char g = 'g';
     st_oob_send(0, &g, 1);
+    st_oob_recv(0, &g, 1, SETUP_MS);
     void *comm = NULL;
     ncclResult_t rc = ncclSuccess;
     enum st_wait w = st_connect_wait(0, handle, &comm, SETUP_MS, &rc);
