@@ -242,11 +242,17 @@ struct srd_recv_comm {
   uint32_t asked_seq;   /* that receive posts its clear-to-send whatever cts_on_request says */
   int cleared;          /* receives whose clear-to-send went out and that are not complete: the peer may write */
   uint8_t slot_uses[SRD_REQS_PER_COMM]; /* a late write cannot name a slot's next request */
-  /* The use of each slot before the current one, if its clear-to-send went
-   * out: a write naming it is a late copy (failover), not nonsense. */
-  uint8_t prev_tag[SRD_REQS_PER_COMM];
+  /* Whether the use of each slot before the current one posted its
+   * clear-to-send: a write naming that use is a late copy (failover), not
+   * nonsense. */
   bool prev_offered[SRD_REQS_PER_COMM];
 };
+
+/* A receive slot's tag in the immediate data: the slot and how many uses of
+ * it came before (modulo what the byte holds). */
+static inline uint8_t srd_slot_tag(uint32_t slot, unsigned uses) {
+  return (uint8_t)(slot | uses << SRD_SLOT_BITS);
+}
 
 static inline struct srd_send_comm *srd_send_comm(struct srd_comm *c) { return (struct srd_send_comm *)c; }
 static inline struct srd_recv_comm *srd_recv_comm(struct srd_comm *c) { return (struct srd_recv_comm *)c; }

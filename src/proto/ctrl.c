@@ -15,7 +15,9 @@ typedef void (*op_done_fn)(struct srd_op *op, int err, const char *errstr);
 static void ctrl_done(struct srd_op *op, int err, const char *errstr);
 
 /* Post the len bytes already in b (taken from the rail of path) to the peer;
- * aux is for done (ctrl_done: the request it finishes; probe_done: the round). */
+ * aux is for done (ctrl_done: the request it finishes; probe_done: the round).
+ * SRD_OK, SRD_AGAIN, or the provider's refusal as -FI_* (b given back): what
+ * a refusal means is the caller's to say. */
 static int post(struct srd_comm *c, int path, fi_addr_t dest, struct srd_rail_buf *b, size_t len, void *aux,
                 op_done_fn done) {
   struct srd_dev *dev = c->dev;
@@ -26,19 +28,17 @@ static int post(struct srd_comm *c, int path, fi_addr_t dest, struct srd_rail_bu
   int rc = dev->rail_ops->send(&dev->rails[path / dev->neps], path % dev->neps, b, len, dest);
   if (rc) {
     dev->rail_ops->put_send_buf(b);
-    if (rc == -FI_EAGAIN) return SRD_AGAIN;
-    /* A probe or its answer goes on a rail that is down: one the provider
-     * refuses fails its round, not the comm. */
-    if (done != ctrl_done) {
-      SRD_INFO(NCCL_NET, "rail %s: posting a rail probe for comm %#x failed: %s", dev->rails[path / dev->neps].name,
-               c->id, fi_strerror(-rc));
-      return SRD_ERR_SYSTEM;
-    }
-    srd_comm_fail(c, SRD_ERR_SYSTEM, "posting a control message failed: %s", fi_strerror(-rc));
-    return c->result;
+    return rc == -FI_EAGAIN ? SRD_AGAIN : rc;
   }
   c->ops_in_flight++;
   return SRD_OK;
+}
+
+/* A control message the provider refused fails its comm. */
+static int refused_fails_comm(struct srd_comm *c, int rc) {
+  if (rc >= 0) return rc;
+  srd_comm_fail(c, SRD_ERR_SYSTEM, "posting a control message failed: %s", fi_strerror(-rc));
+  return c->result;
 }
 
 /* The next path of lane 0 that failover allows; -1 when none. */
@@ -57,7 +57,7 @@ static bool resend(struct srd_comm *c, const struct srd_rail_buf *b, struct srd_
   struct srd_rail_buf *nb = dev->rail_ops->get_send_buf(&dev->rails[path / dev->neps]);
   if (!nb) return false;
   memcpy(nb->data, b->data, b->len);
-  return post(c, path, c->peer[path], nb, b->len, req, ctrl_done) == SRD_OK;
+  return refused_fails_comm(c, post(c, path, c->peer[path], nb, b->len, req, ctrl_done)) == SRD_OK;
 }
 
 static void ctrl_done(struct srd_op *op, int err, const char *errstr) {
@@ -87,6 +87,8 @@ static void ctrl_done(struct srd_op *op, int err, const char *errstr) {
   srd_proto_bye_progress(c);
 }
 
+/* Encode into a buffer of path's rail and post it: post's answers, or the
+ * comm's error when the message does not fit. */
 static int send_on(struct srd_comm *c, int path, fi_addr_t dest, srd_ctrl_encoder encode, const void *arg,
                    void *aux, op_done_fn done) {
   struct srd_dev *dev = c->dev;
@@ -107,7 +109,7 @@ int srd_comm_send_ctrl(struct srd_comm *c, fi_addr_t dest, srd_ctrl_encoder enco
                        struct srd_req *req) {
   /* To an explicit address (the handshake): rail 0, endpoint 0, the address
    * the peer's handle names. Otherwise the usable paths of lane 0 take turns. */
-  if (dest != FI_ADDR_UNSPEC) return send_on(c, 0, dest, encode, arg, req, ctrl_done);
+  if (dest != FI_ADDR_UNSPEC) return refused_fails_comm(c, send_on(c, 0, dest, encode, arg, req, ctrl_done));
   int path = (int)(c->ctrl_cursor % (unsigned)c->dev->inline_paths);
   if (c->dev->failover) {
     path = srd_sched_pick(c->dev->inline_paths, srd_comm_usable_paths(c), c->ctrl_cursor);
@@ -116,7 +118,7 @@ int srd_comm_send_ctrl(struct srd_comm *c, fi_addr_t dest, srd_ctrl_encoder enco
       return c->result;
     }
   }
-  int rc = send_on(c, path, c->peer[path], encode, arg, req, ctrl_done);
+  int rc = refused_fails_comm(c, send_on(c, path, c->peer[path], encode, arg, req, ctrl_done));
   if (rc == SRD_OK) c->ctrl_cursor++;
   return rc;
 }
@@ -158,13 +160,23 @@ static void answer_done(struct srd_op *op, int err, const char *errstr) {
   c->dev->rail_ops->put_send_buf(b);
 }
 
+/* A probe or its answer goes on a rail that is down: one the provider
+ * refuses fails its round, not the comm (its text logged). */
+static int refused_fails_round(struct srd_comm *c, int l, int rc) {
+  if (rc >= 0) return rc;
+  SRD_INFO(NCCL_NET, "rail %s: posting a rail probe for comm %#x failed: %s", c->dev->rails[l].name, c->id,
+           fi_strerror(-rc));
+  return SRD_ERR_SYSTEM;
+}
+
 int srd_comm_probe_rail(struct srd_comm *c, int l, uint32_t round) {
   int path = l * c->dev->neps;
   struct probe_msg p = {c, {(uint8_t)l, 0, round}};
-  return send_on(c, path, c->peer[path], encode_probe, &p, (void *)(uintptr_t)round, probe_done);
+  return refused_fails_round(
+      c, l, send_on(c, path, c->peer[path], encode_probe, &p, (void *)(uintptr_t)round, probe_done));
 }
 
 int srd_comm_answer_probe(struct srd_comm *c, int l, fi_addr_t src, const struct srd_msg_probe *m) {
   struct probe_msg p = {c, {m->rail, 1, m->round}};
-  return send_on(c, l * c->dev->neps, src, encode_probe, &p, NULL, answer_done);
+  return refused_fails_round(c, l, send_on(c, l * c->dev->neps, src, encode_probe, &p, NULL, answer_done));
 }

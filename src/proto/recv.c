@@ -107,7 +107,7 @@ static bool names_completed_receive(struct srd_comm *c, const struct srd_req *r,
   const struct srd_recv_comm *rcv = srd_recv_comm(c);
   if (r && r->slot_tag == imm.slot && r->kind == SRD_REQ_RECV)
     return r->cts_sent && (r->done || (imm.entry < (uint32_t)r->n && r->e[imm.entry].complete));
-  return rcv->prev_offered[i] && rcv->prev_tag[i] == imm.slot;
+  return rcv->prev_offered[i] && srd_slot_tag(i, rcv->slot_uses[i] - 1u) == imm.slot;
 }
 
 /* The immediate data is the writer's claim: it must name a receive whose

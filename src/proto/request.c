@@ -26,7 +26,6 @@ static void recycle(struct srd_req *r) {
   c->reqs[r->slot] = NULL;
   if (!c->is_send) {
     struct srd_recv_comm *rcv = srd_recv_comm(c);
-    rcv->prev_tag[r->slot] = r->slot_tag;
     rcv->prev_offered[r->slot] = r->cts_sent;
     rcv->slot_uses[r->slot]++;
   }
@@ -43,7 +42,7 @@ struct srd_req *srd_req_get(struct srd_comm *c, enum srd_req_kind kind) {
   /* Reset only the bookkeeping: buffers and ops are overwritten on use. */
   r->comm = c;
   r->slot = i;
-  r->slot_tag = c->is_send ? 0 : (uint8_t)(i | srd_recv_comm(c)->slot_uses[i] << SRD_SLOT_BITS);
+  r->slot_tag = c->is_send ? 0 : srd_slot_tag((uint32_t)i, srd_recv_comm(c)->slot_uses[i]);
   r->kind = kind;
   r->in_use = true;
   r->done = r->released = r->on_pending = r->cts_sent = r->old_keys = false;
