@@ -14,4 +14,22 @@ void srd_log(ncclDebugLogLevel level, unsigned long flags, const char *file, int
 #define SRD_INFO(flags, ...) srd_log(NCCL_LOG_INFO, (flags), __FILE__, __LINE__, __VA_ARGS__)
 #define SRD_TRACE(flags, ...) srd_log(NCCL_LOG_TRACE, (flags), __FILE__, __LINE__, __VA_ARGS__)
 
+/* Warnings a stranger or a peer can cause at will (forged, malformed or
+ * foreign messages): one limiter lets SRD_LOG_BURST of them through per
+ * SRD_LOG_WINDOW_MS and, when the next window opens, logs how many it left
+ * out. Its owner serializes the calls (a device's limiter: under its lock). */
+#define SRD_LOG_BURST 10
+#define SRD_LOG_WINDOW_MS 10000
+struct srd_log_limit {
+  unsigned long long window_start_ms;
+  unsigned logged;
+  unsigned long long left_out;
+};
+/* Nonzero: log this one. */
+int srd_log_limit_pass(struct srd_log_limit *l);
+#define SRD_WARN_LIMITED(limit, ...)                      \
+  do {                                                    \
+    if (srd_log_limit_pass(limit)) SRD_WARN(__VA_ARGS__); \
+  } while (0)
+
 #endif

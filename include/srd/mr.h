@@ -1,6 +1,7 @@
 /* Registration cache. NCCL registers the same buffers again and again (and
  * regIsGlobal lets it share them across comms), so each address range is
- * registered once per device and reference counted. The cache knows nothing
+ * registered once per device (per owner, for memory a peer may reach) and
+ * reference counted. The cache knows nothing
  * of libfabric: its owner supplies the register/deregister calls. */
 #ifndef SRD_MR_H
 #define SRD_MR_H
@@ -26,6 +27,7 @@ struct srd_mr {
   int type;
   int device;      /* CUDA ordinal, -1 for host memory: part of the key with type */
   unsigned access; /* the owner's access class: entries of different classes never share */
+  uint64_t owner;  /* 0: shared by every covering range; else only its owner's exact range */
   int refs;
   int dmabuf;    /* registered from a dmabuf fd: never shared */
   void *handle;  /* the owner's per-rail registration */
@@ -62,16 +64,18 @@ void srd_mr_cache_fini(struct srd_mr_cache *c);
 /* Find a cached registration covering [addr, addr+len) of the same type,
  * device and access class, or register: host memory at the cache's page
  * granularity, GPU memory exactly (a rounded range may reach outside the
- * allocation, which the driver refuses to pin). dmabuf_fd < 0 for ordinary
- * memory (a dmabuf registration is never shared). Returns 0 and *out, or an
- * error. */
+ * allocation, which the driver refuses to pin). owner != 0 (memory a peer may
+ * reach: one comm's receive buffers) shares nothing but the same owner's
+ * exact range, registered exactly. dmabuf_fd < 0 for ordinary memory (a
+ * dmabuf registration is never shared). Returns 0 and *out, or an error. */
 int srd_mr_acquire(struct srd_mr_cache *c, void *addr, size_t len, int type, int device, unsigned access,
-                   int dmabuf_fd, uint64_t dmabuf_offset, struct srd_mr_ref **out);
+                   uint64_t owner, int dmabuf_fd, uint64_t dmabuf_offset, struct srd_mr_ref **out);
 /* The registration of ref's exact range in access class `access`: ref's own
  * entry, or one acquired the first time it is asked for (NCCL, told that
  * registrations are global, may use a handle made on a send comm for a
  * receive). Call without the owner's registration lock held. */
-int srd_mr_entry_for(struct srd_mr_cache *c, struct srd_mr_ref *ref, unsigned access, struct srd_mr **out);
+int srd_mr_entry_for(struct srd_mr_cache *c, struct srd_mr_ref *ref, unsigned access, uint64_t owner,
+                     struct srd_mr **out);
 /* What srd_mr_entry_for found before (NULL if never asked): for the data path. */
 static inline struct srd_mr *srd_mr_entry(const struct srd_mr_ref *ref, unsigned access) {
   return ref->mr->access == access ? ref->mr : ref->alt && ref->alt->access == access ? ref->alt : NULL;

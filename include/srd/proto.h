@@ -36,6 +36,7 @@ typedef std::atomic<int> atomic_int;
 
 #include "srd/err.h"
 #include "srd/gdr.h"
+#include "srd/log.h"
 #include "srd/mr.h"
 #include "srd/rail.h"
 #include "srd/sched.h"
@@ -43,9 +44,8 @@ typedef std::atomic<int> atomic_int;
 #include "srd/topo.h"
 #include "srd/wire.h"
 
-#define SRD_REQS_PER_COMM 40 /* NCCL keeps at most 32 in flight */
+#define SRD_REQS_PER_COMM SRD_RECV_SLOTS /* a receive's slot travels in the immediate data */
 #define SRD_CTS_RECORDS 48
-#define SRD_SLOT_BITS 6       /* receive slot index in the immediate data; the rest counts uses */
 #define SRD_SENT_TAGS 1024    /* tags of eager sends, for a clear-to-send that comes later */
 
 struct srd_comm;
@@ -151,6 +151,9 @@ struct srd_comm {
   uint64_t token;       /* random, never 0: every message to this comm must carry it */
   uint64_t peer_token;  /* the peer comm's, from its hello or answer: carried in ours */
   uint32_t peer_pid;
+  /* What writes into the receive comm carry to name it (wire.h): a receive
+   * comm's own, drawn at random; a send comm's, its peer's from the answer. */
+  uint16_t write_id;
   bool peer_closed;     /* the peer sent its close notice */
   uint32_t peer_final_seq; /* messages the closed peer sent (or received) */
   /* The close handshake (src/proto/bye.c): a closing receive comm waits
@@ -341,6 +344,7 @@ struct srd_dev {
   unsigned lane_polls;  /* caller's polls of lane rails before their threads run */
   struct srd_rail_handlers handlers; /* what the rails call with a completion: the comm layer's dispatch */
   const struct srd_rail_ops *rail_ops;
+  struct srd_log_limit foreign_log; /* warnings about forged, malformed or misdirected messages and writes */
   struct srd_rail *rails;
   struct srd_rail_health health[SRD_MAX_RAILS];
   bool failover;          /* NCCL_SRD_FAILOVER, and more than one NIC */
@@ -363,6 +367,7 @@ struct srd_dev {
    * free indexes on a stack (connect costs the same with 60,000 comms as with
    * one); comms_end bounds the scans. */
   struct srd_comm **comms;
+  struct srd_comm **by_write_id; /* receive comms by the write id their peer's writes carry */
   uint16_t *gen;
   uint32_t *free_index;
   int nfree, comms_end;

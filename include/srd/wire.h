@@ -13,13 +13,18 @@
 #define SRD_COMM_INDEX_BITS 16
 #define SRD_MAX_COMMS (1 << SRD_COMM_INDEX_BITS)
 #define SRD_IMM_SLOT_MASK 0xffu
+#define SRD_SLOT_BITS 6   /* of the slot byte: the receive slot's index; the rest counts its uses */
+#define SRD_RECV_SLOTS 40 /* receive slots per comm (NCCL keeps at most 32 requests in flight) */
 #define SRD_HANDLE_SIZE 128
 #define SRD_NAME_MAX 64
 #define SRD_MAX_PATHS 64 /* rails x endpoints per rail named in a hello */
 
-/* Immediate data: comm index (16) | receive slot (8) | stripe (5) | receive
+/* Immediate data: write id (16) | receive slot (8) | stripe (5) | receive
  * entry in the group (3): 32 bits, which every provider carries (efa's CQ
- * data has no more). The slot names the receive request the clear-to-send
+ * data has no more). The write id names the receive comm: drawn at random
+ * by the receiver (unique in its device) and told only to that comm's peer
+ * in the answer, so that a peer of one comm cannot name another by counting
+ * (comm indexes are small numbers). The slot names the receive request the clear-to-send
  * offered (its index and a use count, chosen by the receiver): the message
  * sequence travels in the control messages, whose 32-bit fields have room,
  * so the write needs only what finds the request. The stripe field holds the
@@ -28,7 +33,7 @@
  * message is complete, the index lets it count a re-sent stripe once (rail
  * failover). Numbers 28..31 decode to an index outside the count: rejected. */
 struct srd_imm {
-  uint32_t comm_index;
+  uint32_t write_id;
   uint32_t slot;
   uint32_t nstripes;
   uint32_t stripe;
@@ -37,16 +42,22 @@ struct srd_imm {
 
 static inline uint32_t srd_imm_pack(struct srd_imm v) {
   uint32_t pair = v.nstripes * (v.nstripes - 1) / 2 + v.stripe;
-  return (v.comm_index & (SRD_MAX_COMMS - 1)) | (v.slot & SRD_IMM_SLOT_MASK) << 16 | (pair & 31u) << 24 |
+  return (v.write_id & (SRD_MAX_COMMS - 1)) | (v.slot & SRD_IMM_SLOT_MASK) << 16 | (pair & 31u) << 24 |
          (v.entry & 7u) << 29;
 }
 
+/* Every field, unchecked (a field of n bits holds any n-bit value). */
 static inline struct srd_imm srd_imm_unpack(uint32_t x) {
   uint32_t pair = (x >> 24) & 31u, n = 1;
   while (n < SRD_MAX_STRIPES && pair >= n) pair -= n++;
   struct srd_imm v = {x & (SRD_MAX_COMMS - 1), (x >> 16) & SRD_IMM_SLOT_MASK, n, pair, (x >> 29) & 7u};
   return v;
 }
+
+/* The immediate data of a write as a peer sent it: 0 and *v, or -1 with *why
+ * when a field is out of its range (a slot index of SRD_RECV_SLOTS or more,
+ * a stripe pair number past the last). Receivers use this one. */
+int srd_imm_decode(uint32_t x, struct srd_imm *v, const char **why);
 
 /* The listen handle NCCL carries to the connecting side. */
 struct srd_handle {
@@ -79,6 +90,7 @@ struct srd_msg_peer { /* HELLO and ACCEPT */
   uint32_t listener_id;
   uint32_t src_comm;
   uint32_t pid;         /* lets a host-local transport notice a dead peer */
+  uint16_t write_id;    /* ACCEPT: what the accepting receive comm's writes carry (0 in a hello) */
   uint8_t nrails, neps, name_len, flags;
   const uint8_t *names; /* nrails * neps names of name_len bytes, rail-major */
 };

@@ -53,7 +53,8 @@ static void on_message(void *arg, struct srd_rail *rail, const void *buf, size_t
   struct srd_msg m;
   const char *why;
   if (srd_msg_decode(buf, len, &m, &why)) {
-    SRD_WARN("rail %s: dropped a malformed control message of %zu bytes: %s", rail->name, len, why);
+    SRD_WARN_LIMITED(&dev->foreign_log, "rail %s: dropped a malformed control message of %zu bytes: %s", rail->name,
+                     len, why);
     return;
   }
   if (m.type == SRD_MSG_HELLO || m.type == SRD_MSG_ACCEPT) {
@@ -66,8 +67,8 @@ static void on_message(void *arg, struct srd_rail *rail, const void *buf, size_t
     return;
   }
   if (m.token != c->token) {
-    SRD_WARN("rail %s: message type %d for comm %#x with a wrong token dropped (forged?)", rail->name, m.type,
-             m.dst_comm);
+    SRD_WARN_LIMITED(&dev->foreign_log, "rail %s: message type %d for comm %#x with a wrong token dropped (forged?)",
+                     rail->name, m.type, m.dst_comm);
     return;
   }
   if (!c->ready) {
@@ -75,8 +76,9 @@ static void on_message(void *arg, struct srd_rail *rail, const void *buf, size_t
     return;
   }
   if (!from_peer(c, rail, src)) {
-    SRD_WARN("rail %s: message type %d for comm %#x from an address that is not its peer's dropped", rail->name,
-             m.type, m.dst_comm);
+    SRD_WARN_LIMITED(&dev->foreign_log,
+                     "rail %s: message type %d for comm %#x from an address that is not its peer's dropped", rail->name,
+                     m.type, m.dst_comm);
     return;
   }
   deliver(c, rail, src, &m);
@@ -93,7 +95,7 @@ void srd_comm_replay_early(struct srd_comm *c) {
      * the provider could not name it (FI_ADDR_NOTAVAIL), and its token, checked
      * on arrival, is what vouches for it. A named stranger is dropped. */
     if (e->src != FI_ADDR_NOTAVAIL && !from_peer(c, e->rail, e->src))
-      SRD_WARN("comm %#x: a message kept before the answer came from an address that is not its peer's; dropped",
+      SRD_WARN_LIMITED(&c->dev->foreign_log, "comm %#x: a message kept before the answer came from an address that is not its peer's; dropped",
                c->id);
     else if (srd_msg_decode(e->data, e->len, &m, &why) == 0)
       deliver(c, e->rail, e->src, &m);
@@ -133,11 +135,17 @@ static void deliver(struct srd_comm *c, struct srd_rail *rail, fi_addr_t src, co
 
 static void on_remote_write(void *arg, struct srd_rail *rail, uint32_t imm, size_t len, fi_addr_t src) {
   struct srd_dev *dev = arg;
-  struct srd_imm v = srd_imm_unpack(imm);
-  struct srd_comm *c = dev->comms[v.comm_index];
-  if (!c || c->is_send || !c->ready) {
-    SRD_WARN("rail %s: remote write for comm index %u, which is no ready receive comm, dropped", rail->name,
-             v.comm_index);
+  struct srd_imm v;
+  const char *why;
+  if (srd_imm_decode(imm, &v, &why)) {
+    SRD_WARN_LIMITED(&dev->foreign_log, "rail %s: remote write with immediate data %#x dropped: %s", rail->name, imm,
+                     why);
+    return;
+  }
+  struct srd_comm *c = dev->by_write_id[v.write_id];
+  if (!c || !c->ready) {
+    SRD_WARN_LIMITED(&dev->foreign_log, "rail %s: remote write for write id %#x, which names no ready receive comm, dropped",
+                     rail->name, v.write_id);
     return;
   }
   /* No source check here: tcp;ofi_rxm 1.17 names the wrong peer for some
@@ -153,7 +161,7 @@ static void on_rail_error(void *arg, struct srd_rail *rail, int err, const char 
   /* Without an operation we cannot tell which peer it concerns: the comms
    * that are hit see their own operations fail. */
   struct srd_dev *dev = arg;
-  SRD_WARN("device %d: %s (error %d)", dev->index, errstr, err);
+  SRD_WARN_LIMITED(&dev->foreign_log, "device %d: %s (error %d)", dev->index, errstr, err);
   (void)rail;
 }
 

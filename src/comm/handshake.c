@@ -40,6 +40,7 @@ static size_t encode_peer(void *buf, size_t cap, const void *arg) {
    * therefore refuses eager data for the whole comm: the sender decides before
    * any clear-to-send says what the buffer is, so it cannot be per receive. */
   if (m->type == SRD_MSG_ACCEPT && !dev->gdr.gpu) p.flags |= SRD_PEER_EAGER_OK;
+  if (m->type == SRD_MSG_ACCEPT) p.write_id = m->c->write_id;
   return srd_msg_encode_peer(buf, cap, m->type, m->dst, &p);
 }
 
@@ -148,8 +149,8 @@ static struct srd_listener *find_listener(struct srd_dev *dev, uint32_t id) {
 static void on_hello(struct srd_dev *dev, const struct srd_msg_peer *p) {
   struct srd_listener *l = find_listener(dev, p->listener_id);
   if (!l || l->cookie != p->cookie) {
-    SRD_WARN("device %d: hello for listener %#x with %s cookie dropped", dev->index, p->listener_id,
-             l ? "a wrong" : "no such listener; closed?");
+    SRD_WARN_LIMITED(&dev->foreign_log, "device %d: hello for listener %#x with %s cookie dropped", dev->index,
+                     p->listener_id, l ? "a wrong" : "no such listener; closed?");
     return;
   }
   if (l->nhellos >= MAX_PENDING_HELLOS) {
@@ -160,8 +161,8 @@ static void on_hello(struct srd_dev *dev, const struct srd_msg_peer *p) {
     return;
   }
   if (p->name_len != dev->rails[0].ep_name_len) {
-    SRD_WARN("device %d: hello with %u-byte addresses (ours: %zu) dropped", dev->index, p->name_len,
-             dev->rails[0].ep_name_len);
+    SRD_WARN_LIMITED(&dev->foreign_log, "device %d: hello with %u-byte addresses (ours: %zu) dropped", dev->index,
+                     p->name_len, dev->rails[0].ep_name_len);
     return;
   }
   size_t names = (size_t)p->nrails * p->neps * p->name_len;
@@ -180,13 +181,15 @@ static void on_hello(struct srd_dev *dev, const struct srd_msg_peer *p) {
 static void on_accept(struct srd_dev *dev, uint32_t dst, uint64_t token, const struct srd_msg_peer *p) {
   struct srd_comm *c = srd_dev_comm_by_id(dev, dst);
   if (!c || !c->is_send || c->ready || c->cookie != p->cookie || c->token != token) {
-    SRD_WARN("device %d: answer for comm %#x that is not connecting (or wrong cookie or token) dropped", dev->index,
-             dst);
+    SRD_WARN_LIMITED(&dev->foreign_log,
+                     "device %d: answer for comm %#x that is not connecting (or wrong cookie or token) dropped",
+                     dev->index, dst);
     return;
   }
   c->peer_token = p->token;
   c->peer_id = p->src_comm;
   c->peer_pid = p->pid;
+  c->write_id = p->write_id;
   c->eager_ok = p->flags & SRD_PEER_EAGER_OK;
   if (srd_comm_set_peer(c, p)) return;
   c->ready = true;
@@ -221,7 +224,7 @@ static void start_answers(struct srd_listener *l) {
     int rc = srd_comm_set_peer(c, &ph->peer);
     free(ph);
     if (rc) {
-      SRD_WARN("device %d: hello of process %u dropped", dev->index, c->peer_pid);
+      SRD_WARN_LIMITED(&dev->foreign_log, "device %d: hello of process %u dropped", dev->index, c->peer_pid);
       srd_comm_close(c);
       continue;
     }
@@ -249,8 +252,8 @@ int srd_accept(struct srd_listener *l, struct srd_comm **out) {
     l->nanswering--;
     c->next_connecting = NULL;
     if (rc) {
-      SRD_WARN("device %d: the answer to process %u's hello %s; dropped", l->dev->index, c->peer_pid,
-               rc == SRD_AGAIN ? "could not be sent within NCCL_SRD_CONNECT_TIMEOUT_MS" : "failed");
+      SRD_WARN_LIMITED(&l->dev->foreign_log, "device %d: the answer to process %u's hello %s; dropped", l->dev->index,
+                       c->peer_pid, rc == SRD_AGAIN ? "could not be sent within NCCL_SRD_CONNECT_TIMEOUT_MS" : "failed");
       srd_comm_close(c);
       continue;
     }

@@ -201,6 +201,11 @@ ncclResult_t srd_net_accept(void *listen_comm, void **recv_comm) {
   return to_nccl(rc);
 }
 
+/* A receive buffer's key goes to the comm's peer: its registration is the
+ * comm's own (the cache then shares it with no other comm, nor a larger
+ * range with this one). A send buffer has no remote access: shared. */
+static uint64_t mr_owner(const struct srd_comm *c, unsigned access) { return access == SRD_MR_RECV ? c->id : 0; }
+
 ncclResult_t srd_net_reg_mr(void *comm, void *data, size_t size, int type, int dmabuf_fd, uint64_t offset,
                             void **mhandle) {
   struct srd_comm *c = comm;
@@ -222,8 +227,8 @@ ncclResult_t srd_net_reg_mr(void *comm, void *data, size_t size, int type, int d
    * then); otherwise the address alone registers. */
   if (!gdr->dmabuf || cuda_dev < 0) dmabuf_fd = -1, offset = 0;
   struct srd_mr_ref *mr;
-  int rc = srd_mr_acquire(&c->dev->mrs, data, size, type, cuda_dev, c->is_send ? SRD_MR_SEND : SRD_MR_RECV,
-                          dmabuf_fd, offset, &mr);
+  unsigned access = c->is_send ? SRD_MR_SEND : SRD_MR_RECV;
+  int rc = srd_mr_acquire(&c->dev->mrs, data, size, type, cuda_dev, access, mr_owner(c, access), dmabuf_fd, offset, &mr);
   if (rc) {
     SRD_WARN("registration of %zu bytes at %p failed (%d)", size, data, rc);
     return ncclSystemError;
@@ -260,7 +265,7 @@ static int usable_mr(struct srd_comm *c, void *mhandle, unsigned access) {
   }
   struct srd_mr *entry;
   if (srd_mr_entry(ref, access)) return 0;
-  if (srd_mr_entry_for(&c->dev->mrs, ref, access, &entry)) {
+  if (srd_mr_entry_for(&c->dev->mrs, ref, access, mr_owner(c, access), &entry)) {
     SRD_WARN("%s comm %#x: cannot register %zu bytes at %#lx for this direction", c->is_send ? "send" : "recv", c->id,
              ref->len, (unsigned long)ref->addr);
     return -1;

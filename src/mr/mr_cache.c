@@ -51,15 +51,17 @@ static int upper_bound(const struct srd_mr_cache *c, uintptr_t addr) {
   return lo;
 }
 
+/* An owned entry (owner != 0: one a peer can reach) serves only its owner
+ * and exactly its range: a larger one would hand the owner's peer a key to
+ * memory outside the buffer, and another owner's to that owner's peer. */
 static struct srd_mr *lookup(const struct srd_mr_cache *c, void *addr, size_t len, int type, int device,
-                             unsigned access) {
+                             unsigned access, uint64_t owner) {
   int i = upper_bound(c, (uintptr_t)addr);
   for (int k = i - 1; k >= 0 && k >= i - LOOKBACK; k--) {
     struct srd_mr *m = c->sorted[k];
     uintptr_t a = (uintptr_t)addr;
-    if (m->type == type && m->device == device && m->access == access && !m->dmabuf && a >= m->base && len <= m->len &&
-        a - m->base <= m->len - len)
-      return m;
+    if (m->type != type || m->device != device || m->access != access || m->owner != owner || m->dmabuf) continue;
+    if (owner ? a == m->base && len == m->len : a >= m->base && len <= m->len && a - m->base <= m->len - len) return m;
   }
   return NULL;
 }
@@ -80,8 +82,8 @@ static int insert(struct srd_mr_cache *c, struct srd_mr *m) {
 }
 
 static int acquire_entry(struct srd_mr_cache *c, void *addr, size_t len, int type, int device, unsigned access,
-                         int dmabuf_fd, uint64_t dmabuf_offset, struct srd_mr **out) {
-  struct srd_mr *m = dmabuf_fd < 0 ? lookup(c, addr, len, type, device, access) : NULL;
+                         uint64_t owner, int dmabuf_fd, uint64_t dmabuf_offset, struct srd_mr **out) {
+  struct srd_mr *m = dmabuf_fd < 0 ? lookup(c, addr, len, type, device, access, owner) : NULL;
   if (m) {
     m->refs++;
     *out = m;
@@ -90,7 +92,7 @@ static int acquire_entry(struct srd_mr_cache *c, void *addr, size_t len, int typ
   int rc = -ENOMEM;
   if (!(m = calloc(1, sizeof(*m)))) goto out;
   uintptr_t start = (uintptr_t)addr, end = start + (len ? len : 1);
-  if (dmabuf_fd < 0 && device < 0) {
+  if (dmabuf_fd < 0 && device < 0 && !owner) {
     /* Whole pages when the owner asks for them (page > 1): NCCL's next buffer
      * in the same pages then hits the cache. */
     start &= ~(uintptr_t)(c->page - 1);
@@ -101,6 +103,7 @@ static int acquire_entry(struct srd_mr_cache *c, void *addr, size_t len, int typ
   m->type = type;
   m->device = device;
   m->access = access;
+  m->owner = owner;
   m->dmabuf = dmabuf_fd >= 0;
   m->refs = 1;
   uint64_t off = dmabuf_offset;
@@ -149,13 +152,13 @@ static void keep_ref(struct srd_mr_cache *c, struct srd_mr_ref *r) {
   c->free_tail = r;
 }
 
-int srd_mr_acquire(struct srd_mr_cache *c, void *addr, size_t len, int type, int device, unsigned access, int dmabuf_fd,
-                   uint64_t dmabuf_offset, struct srd_mr_ref **out) {
+int srd_mr_acquire(struct srd_mr_cache *c, void *addr, size_t len, int type, int device, unsigned access,
+                   uint64_t owner, int dmabuf_fd, uint64_t dmabuf_offset, struct srd_mr_ref **out) {
   if (!addr && len) return -EINVAL;
   if (len > UINTPTR_MAX - c->page || (uintptr_t)addr > UINTPTR_MAX - len - c->page) return -EINVAL;
   pthread_mutex_lock(&c->lock);
   struct srd_mr_ref *ref = take_ref(c);
-  int rc = ref ? acquire_entry(c, addr, len, type, device, access, dmabuf_fd, dmabuf_offset, &ref->mr) : -ENOMEM;
+  int rc = ref ? acquire_entry(c, addr, len, type, device, access, owner, dmabuf_fd, dmabuf_offset, &ref->mr) : -ENOMEM;
   if (rc == 0) {
     ref->addr = (uintptr_t)addr;
     ref->len = len;
@@ -190,14 +193,16 @@ int srd_mr_release(struct srd_mr_cache *c, struct srd_mr_ref *ref) {
   return 0;
 }
 
-int srd_mr_entry_for(struct srd_mr_cache *c, struct srd_mr_ref *ref, unsigned access, struct srd_mr **out) {
+int srd_mr_entry_for(struct srd_mr_cache *c, struct srd_mr_ref *ref, unsigned access, uint64_t owner,
+                     struct srd_mr **out) {
   pthread_mutex_lock(&c->lock);
   int rc = 0;
   if (!ref->mr) rc = -EINVAL;
   else if (ref->mr->access == access) *out = ref->mr;
   else if (ref->alt && ref->alt->access == access) *out = ref->alt;
   else if (ref->alt || ref->mr->dmabuf) rc = -ENOTSUP; /* a third class, or no fd to register again */
-  else if (!(rc = acquire_entry(c, (void *)ref->addr, ref->len, ref->mr->type, ref->mr->device, access, -1, 0, &ref->alt)))
+  else if (!(rc = acquire_entry(c, (void *)ref->addr, ref->len, ref->mr->type, ref->mr->device, access, owner, -1, 0,
+                                &ref->alt)))
     *out = ref->alt;
   pthread_mutex_unlock(&c->lock);
   return rc;

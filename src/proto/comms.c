@@ -11,9 +11,10 @@
 
 int srd_dev_comms_init(struct srd_dev *dev) {
   dev->comms = calloc(SRD_MAX_COMMS, sizeof(*dev->comms));
+  dev->by_write_id = calloc(SRD_MAX_COMMS, sizeof(*dev->by_write_id));
   dev->gen = calloc(SRD_MAX_COMMS, sizeof(*dev->gen));
   dev->free_index = malloc(SRD_MAX_COMMS * sizeof(*dev->free_index));
-  if (!dev->comms || !dev->gen || !dev->free_index) {
+  if (!dev->comms || !dev->by_write_id || !dev->gen || !dev->free_index) {
     srd_dev_comms_fini(dev);
     return SRD_ERR_SYSTEM;
   }
@@ -26,6 +27,8 @@ int srd_dev_comms_init(struct srd_dev *dev) {
 
 void srd_dev_comms_fini(struct srd_dev *dev) {
   free(dev->comms);
+  free(dev->by_write_id);
+  dev->by_write_id = NULL;
   free(dev->gen);
   free(dev->free_index);
   dev->comms = NULL;
@@ -69,6 +72,14 @@ struct srd_comm *srd_comm_alloc(struct srd_dev *dev, bool is_send) {
   c->last_heard_ms = srd_now_ms();
   c->listener_addr = FI_ADDR_NOTAVAIL;
   dev->comms[idx] = c;
+  if (!is_send) {
+    /* A random free write id: there are as many as comm indexes, so one is
+     * free whenever an index is. */
+    uint32_t w = (uint32_t)srd_random64() & (SRD_MAX_COMMS - 1);
+    while (dev->by_write_id[w]) w = (w + 1) & (SRD_MAX_COMMS - 1);
+    dev->by_write_id[w] = c;
+    c->write_id = (uint16_t)w;
+  }
   if ((int)idx >= dev->comms_end) dev->comms_end = (int)idx + 1;
   dev->ncomms++;
   return c;
@@ -79,6 +90,7 @@ static void detach(struct srd_comm *c) {
   uint32_t idx = c->id & (SRD_MAX_COMMS - 1);
   if (!dev->comms || dev->comms[idx] != c) return;
   dev->comms[idx] = NULL;
+  if (!c->is_send) dev->by_write_id[c->write_id] = NULL;
   dev->free_index[dev->nfree++] = idx;
   while (dev->comms_end > 0 && !dev->comms[dev->comms_end - 1]) dev->comms_end--;
   dev->ncomms--;

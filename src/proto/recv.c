@@ -110,7 +110,8 @@ static bool names_completed_receive(struct srd_comm *c, const struct srd_req *r,
   return rcv->prev_offered[i] && srd_slot_tag(i, rcv->slot_uses[i] - 1u) == imm.slot;
 }
 
-/* The immediate data is the writer's claim: it must name a receive whose
+/* The immediate data is the writer's claim, its fields in range
+ * (srd_imm_decode): it must name a receive whose
  * clear-to-send went out, keep the stripe count of its first write, and never
  * add up to more than the buffer posted. Anything else fails this comm only.
  * Each stripe counts once: after a rail failed, the sender re-sends what the
@@ -136,11 +137,6 @@ void srd_proto_on_write(struct srd_comm *c, struct srd_imm imm, size_t len) {
     return;
   }
   struct srd_recv_entry *e = &r->e[imm.entry];
-  if (imm.stripe >= imm.nstripes) {
-    srd_comm_fail(c, SRD_ERR_REMOTE, "write for slot %#x entry %u names stripe %u of %u", imm.slot, imm.entry,
-                  imm.stripe, imm.nstripes);
-    return;
-  }
   if (e->stripes_seen && e->stripes_total != imm.nstripes) {
     srd_comm_fail(c, SRD_ERR_REMOTE, "write for slot %#x entry %u claims %u stripes, earlier ones %u", imm.slot,
                   imm.entry, imm.nstripes, e->stripes_total);

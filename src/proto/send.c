@@ -159,7 +159,7 @@ static int post_write(struct srd_req *r, int i, int path, struct srd_rail_write 
   int l = path / dev->neps;
   struct srd_rail *rail = &dev->rails[l];
   struct srd_rail_mrs *mrs = srd_mr_entry(r->mr, SRD_MR_SEND)->handle;
-  struct srd_imm imm = {c->peer_id & (SRD_MAX_COMMS - 1), r->remote_slot, (uint32_t)r->nstripes, (uint32_t)i,
+  struct srd_imm imm = {c->write_id, r->remote_slot, (uint32_t)r->nstripes, (uint32_t)i,
                         (uint32_t)r->remote_entry};
   w->op.done = stripe_done;
   w->op.owner = r;

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static _Atomic(ncclDebugLogger_t) nccl_logger;
 
@@ -35,4 +36,24 @@ void srd_log(ncclDebugLogLevel level, unsigned long flags, const char *file, int
   if (max_level < 0) max_level = stderr_level();
   if ((int)level > max_level) return;
   fprintf(stderr, "%s %s\n", level == NCCL_LOG_WARN ? "WARN" : "INFO", msg);
+}
+
+int srd_log_limit_pass(struct srd_log_limit *l) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  unsigned long long now = (unsigned long long)ts.tv_sec * 1000ull + (unsigned long long)ts.tv_nsec / 1000000ull;
+  if (!l->window_start_ms || now - l->window_start_ms >= SRD_LOG_WINDOW_MS) {
+    if (l->left_out)
+      SRD_WARN("%llu more warnings like the ones above were left out in %d s (rate limit)", l->left_out,
+               SRD_LOG_WINDOW_MS / 1000);
+    l->window_start_ms = now ? now : 1;
+    l->logged = 0;
+    l->left_out = 0;
+  }
+  if (l->logged < SRD_LOG_BURST) {
+    l->logged++;
+    return 1;
+  }
+  l->left_out++;
+  return 0;
 }

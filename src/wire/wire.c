@@ -3,7 +3,7 @@
 #include <string.h>
 
 #define MSG_MAGIC 0x5352u /* "SR" */
-#define MSG_VERSION 6 /* 4: every header carries the destination comm's token; 5: requests to send, rail notices, the close notice counts writes; 6: rail probes answered */
+#define MSG_VERSION 7 /* 4: every header carries the destination comm's token; 5: requests to send, rail notices, the close notice counts writes; 6: rail probes answered; 7: the answer carries the write id */
 #define HANDLE_MAGIC 0x31445253u /* "SRD1" */
 #define TOKEN_AT 8 /* header: magic (2), version (1), type (1), destination comm (4), token (8) */
 
@@ -115,6 +115,7 @@ size_t srd_msg_encode_peer(void *buf, size_t cap, enum srd_msg_type type, uint32
   put(&c, p->listener_id, 4);
   put(&c, p->src_comm, 4);
   put(&c, p->pid, 4);
+  put(&c, p->write_id, 2);
   put(&c, p->nrails, 1);
   put(&c, p->neps, 1);
   put(&c, p->name_len, 1);
@@ -199,6 +200,13 @@ size_t srd_msg_encode_rts(void *buf, size_t cap, uint32_t dst_comm, uint32_t seq
   return written(&c, buf);
 }
 
+int srd_imm_decode(uint32_t x, struct srd_imm *v, const char **why) {
+  *v = srd_imm_unpack(x);
+  if ((v->slot & ((1u << SRD_SLOT_BITS) - 1)) >= SRD_RECV_SLOTS) return *why = "receive slot out of range", -1;
+  if (v->stripe >= v->nstripes) return *why = "stripe number out of range", -1;
+  return 0;
+}
+
 uint64_t srd_cts_key(const struct srd_msg_cts *cts, int entry, int rail) {
   /* Each entry record: addr (8), len (8), tag (4), then nkeys keys (8 each). */
   const uint8_t *p = cts->keys + (size_t)entry * (20 + (size_t)cts->nkeys * 8) + 20 + (size_t)rail * 8;
@@ -213,6 +221,7 @@ static int decode_peer(struct cur *c, struct srd_msg_peer *p, const char **why) 
   p->listener_id = (uint32_t)get(c, 4);
   p->src_comm = (uint32_t)get(c, 4);
   p->pid = (uint32_t)get(c, 4);
+  p->write_id = (uint16_t)get(c, 2);
   p->nrails = (uint8_t)get(c, 1);
   p->neps = (uint8_t)get(c, 1);
   p->name_len = (uint8_t)get(c, 1);
@@ -235,12 +244,14 @@ static int decode_cts(struct cur *c, struct srd_msg_cts *m, const char **why) {
   if (c->bad) return *why = "truncated clear-to-send", -1;
   if (!m->n || m->n > SRD_MAX_RECVS) return *why = "bad receive count", -1;
   if (!m->nkeys || m->nkeys > SRD_MAX_PATHS) return *why = "bad key count", -1;
+  if ((m->slot & ((1u << SRD_SLOT_BITS) - 1)) >= SRD_RECV_SLOTS) return *why = "receive slot out of range", -1;
   m->keys = c->r;
   for (int i = 0; i < m->n; i++) {
     m->e[i].addr = get(c, 8);
     m->e[i].len = get(c, 8);
     m->e[i].tag = (int32_t)get(c, 4);
     get_bytes(c, (size_t)m->nkeys * 8);
+    if (m->e[i].len > UINT64_MAX - m->e[i].addr) return *why = "a buffer that wraps around the address space", -1;
   }
   if (c->bad) return *why = "clear-to-send entries overrun the message", -1;
   return 0;

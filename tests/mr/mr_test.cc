@@ -84,9 +84,9 @@ class MrCache : public ::testing::Test {
     initialized = false;
   }
   struct srd_mr_ref *acquire(uintptr_t offset, size_t len, int type = kHost, int fd = -1, uint64_t dmabuf_off = 0,
-                             unsigned access = 0, int device = -1) {
+                             unsigned access = 0, int device = -1, uint64_t owner = 0) {
     struct srd_mr_ref *ref = nullptr;
-    int rc = srd_mr_acquire(&cache, at(offset), len, type, device, access, fd, dmabuf_off, &ref);
+    int rc = srd_mr_acquire(&cache, at(offset), len, type, device, access, owner, fd, dmabuf_off, &ref);
     EXPECT_EQ(0, rc);
     EXPECT_NE(nullptr, ref);
     return ref;
@@ -99,6 +99,27 @@ class MrCache : public ::testing::Test {
   struct srd_mr_cache cache;
   bool initialized = false;
 };
+
+// Memory a peer reaches (an owner's): a range inside another owner's
+// registration, or inside a larger one of the same owner, gets its own exact
+// registration (issue 23: a 4 KiB buffer of one comm got the key of another
+// comm's 64 KiB registration around it).
+TEST_F(MrCache, OwnedRangesAreExactAndNeverShared) {
+  struct srd_mr_ref *big = acquire(0, 65536, kHost, -1, 0, 2, -1, 7);
+  struct srd_mr_ref *inside_other = acquire(4096, 4096, kHost, -1, 0, 2, -1, 8);
+  EXPECT_NE(big->mr, inside_other->mr);
+  EXPECT_EQ(at(4096), reinterpret_cast<void *>(inside_other->mr->base));
+  EXPECT_EQ(4096u, inside_other->mr->len);
+  struct srd_mr_ref *inside_own = acquire(8192, 100, kHost, -1, 0, 2, -1, 7);
+  EXPECT_NE(big->mr, inside_own->mr);
+  EXPECT_EQ(100u, inside_own->mr->len); // exact, not page-rounded
+  struct srd_mr_ref *same = acquire(8192, 100, kHost, -1, 0, 2, -1, 7);
+  EXPECT_EQ(inside_own->mr, same->mr); // the owner's exact range again: shared
+  struct srd_mr_ref *unowned = acquire(8192, 100, kHost, -1, 0, 2, -1, 0);
+  EXPECT_NE(inside_own->mr, unowned->mr);
+  EXPECT_EQ(4, fake.regs);
+  for (auto *r : {big, inside_other, inside_own, same, unowned}) EXPECT_EQ(0, srd_mr_release(&cache, r));
+}
 
 TEST_F(MrCache, SameRangeRegistersOncePageRounded) {
   struct srd_mr_ref *a = acquire(100, 1000);
@@ -321,9 +342,9 @@ TEST_F(MrCache, FiniDeregistersWhatRemains) {
 TEST_F(MrCache, FailedRegistrationLeavesNothing) {
   fake.fail_with = -EIO;
   struct srd_mr_ref *ref = nullptr;
-  EXPECT_EQ(-EIO, srd_mr_acquire(&cache, at(0), 100, kHost, -1, 0, -1, 0, &ref));
+  EXPECT_EQ(-EIO, srd_mr_acquire(&cache, at(0), 100, kHost, -1, 0, 0, -1, 0, &ref));
   EXPECT_EQ(nullptr, ref);
-  EXPECT_EQ(-EIO, srd_mr_acquire(&cache, at(0), 100, kHost, -1, 0, -1, 0, &ref));
+  EXPECT_EQ(-EIO, srd_mr_acquire(&cache, at(0), 100, kHost, -1, 0, 0, -1, 0, &ref));
   fake.fail_with = 0;
   ref = acquire(0, 100);
   EXPECT_EQ(1, fake.regs);
@@ -333,10 +354,10 @@ TEST_F(MrCache, FailedRegistrationLeavesNothing) {
 
 TEST_F(MrCache, BadRangesAreRejected) {
   struct srd_mr_ref *ref = nullptr;
-  EXPECT_EQ(-EINVAL, srd_mr_acquire(&cache, nullptr, 100, kHost, -1, 0, -1, 0, &ref));
-  EXPECT_EQ(-EINVAL, srd_mr_acquire(&cache, reinterpret_cast<void *>(UINTPTR_MAX - 100), 10, kHost, -1, 0, -1, 0, &ref));
-  EXPECT_EQ(-EINVAL, srd_mr_acquire(&cache, at(0), SIZE_MAX, kHost, -1, 0, -1, 0, &ref));
-  EXPECT_EQ(-EINVAL, srd_mr_acquire(&cache, at(0), SIZE_MAX - kPage + 1, kHost, -1, 0, -1, 0, &ref));
+  EXPECT_EQ(-EINVAL, srd_mr_acquire(&cache, nullptr, 100, kHost, -1, 0, 0, -1, 0, &ref));
+  EXPECT_EQ(-EINVAL, srd_mr_acquire(&cache, reinterpret_cast<void *>(UINTPTR_MAX - 100), 10, kHost, -1, 0, 0, -1, 0, &ref));
+  EXPECT_EQ(-EINVAL, srd_mr_acquire(&cache, at(0), SIZE_MAX, kHost, -1, 0, 0, -1, 0, &ref));
+  EXPECT_EQ(-EINVAL, srd_mr_acquire(&cache, at(0), SIZE_MAX - kPage + 1, kHost, -1, 0, 0, -1, 0, &ref));
   EXPECT_EQ(nullptr, ref);
   EXPECT_EQ(0, fake.regs);
   // An empty range is a valid registration of the page it names.
@@ -415,7 +436,7 @@ TEST_F(MrCache, ConcurrentAcquireAndRelease) {
       for (int i = 0; i < 5000; i++) {
         struct srd_mr_ref *ref = nullptr;
         uintptr_t off = (rng() % 8) * kPage + rng() % 100;
-        if (srd_mr_acquire(&cache, at(off), 100, kHost, -1, 0, -1, 0, &ref) != 0) {
+        if (srd_mr_acquire(&cache, at(off), 100, kHost, -1, 0, 0, -1, 0, &ref) != 0) {
           ADD_FAILURE() << "acquire failed";
           return;
         }
@@ -452,7 +473,7 @@ TEST(MrCacheExact, RegistersExactly) {
   struct srd_mr_ops ops = {Fake::reg, Fake::dereg, &fake};
   srd_mr_cache_init(&cache, &ops, 1);
   struct srd_mr_ref *ref = nullptr;
-  ASSERT_EQ(0, srd_mr_acquire(&cache, at(1000), 256, kHost, -1, 0, -1, 0, &ref));
+  ASSERT_EQ(0, srd_mr_acquire(&cache, at(1000), 256, kHost, -1, 0, 0, -1, 0, &ref));
   const Registration *r = static_cast<const Registration *>(ref->mr->handle);
   EXPECT_EQ(kArena + 1000, r->base);
   EXPECT_EQ(256u, r->len);

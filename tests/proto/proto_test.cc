@@ -206,6 +206,7 @@ class Proto : public ::testing::Test {
   static void join(srd_comm *c, srd_comm *peer, fi_addr_t addr) {
     c->peer_id = peer->id;
     c->peer_token = peer->token;
+    if (c->is_send) c->write_id = peer->write_id; // as the answer tells it
     c->remote_rails = c->remote_eps = 1;
     c->peer = static_cast<fi_addr_t *>(calloc(1, sizeof(fi_addr_t)));
     c->peer[0] = addr;
@@ -932,7 +933,7 @@ TEST_F(Proto, WriteBeforeTheClearToSendIsRefused) {
   g.no_buffers = true;
   srd_req *rr = irecv(1, &in, regs, nullptr);
   ASSERT_TRUE(rr->on_pending);
-  srd_imm v = {r->id & (SRD_MAX_COMMS - 1), rr->slot_tag, 1, 0};
+  srd_imm v = {r->write_id, rr->slot_tag, 1, 0};
   srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], srd_imm_pack(v), 16, kFromA);
   EXPECT_FALSE(rr->done) << "a slot whose clear-to-send never went out took a write";
   EXPECT_NE(0, r->result);
@@ -940,17 +941,40 @@ TEST_F(Proto, WriteBeforeTheClearToSendIsRefused) {
   srd_req_release(rr);
 }
 
+// A send comm has no write id of its own: on a device of only send comms no
+// write id names anything.
 TEST_F(Proto, WriteNamingASendCommOrAConnectingCommIsDropped) {
   srd_comm *connecting = srd_comm_alloc(&b, false);
   ASSERT_TRUE(connecting);
   srd_imm to_send = {s->id & (SRD_MAX_COMMS - 1), 0, 1, 0};
   srd_dispatch_handlers.on_remote_write(&a, &a.rails[0], srd_imm_pack(to_send), 16, kFromB);
-  srd_imm to_connecting = {connecting->id & (SRD_MAX_COMMS - 1), 0, 1, 0};
+  srd_imm to_connecting = {connecting->write_id, 0, 1, 0};
   srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], srd_imm_pack(to_connecting), 16, kFromA);
   EXPECT_EQ(0, s->result);
   EXPECT_EQ(0, connecting->result);
   EXPECT_EQ(0, r->result);
   srd_comm_free(connecting);
+}
+
+// Writes name a receive comm by its random write id, not by its index: the
+// comm's index (a small number a peer of another comm can count to) names
+// nothing, unless the draw happened to give that very id.
+TEST_F(Proto, WriteIdsAreDrawnNotCounted) {
+  std::vector<srd_comm *> more;
+  int same = 0;
+  for (int i = 0; i < 64; i++) {
+    srd_comm *c = srd_comm_alloc(&b, false);
+    ASSERT_TRUE(c);
+    same += c->write_id == (c->id & (SRD_MAX_COMMS - 1));
+    EXPECT_EQ(c, b.by_write_id[c->write_id]);
+    more.push_back(c);
+  }
+  EXPECT_LT(same, 3) << "write ids follow the comm indexes";
+  for (srd_comm *c : more) {
+    uint16_t w = c->write_id;
+    srd_comm_free(c);
+    EXPECT_EQ(nullptr, b.by_write_id[w]) << "a freed comm keeps its write id";
+  }
 }
 
 TEST_F(Proto, NoControlBufferMeansTryLater) {

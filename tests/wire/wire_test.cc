@@ -18,7 +18,7 @@ namespace {
 
 // Byte layout facts the tests rely on (little-endian, see wire.c).
 constexpr size_t kHeader = 16; // magic, version, type, destination comm, token
-constexpr size_t kPeerFixed = kHeader + 32;
+constexpr size_t kPeerFixed = kHeader + 34;
 constexpr size_t kCtsFixed = kHeader + 8;
 constexpr size_t kCtsEntryFixed = 20;
 constexpr size_t kEagerHeader = kHeader + 12;
@@ -78,7 +78,7 @@ TEST(Imm, RoundTripEveryValueOfEachField) {
       struct srd_imm v = {ci, seq, ns, static_cast<uint32_t>(rng() % ns), static_cast<uint32_t>(rng() % SRD_MAX_RECVS)};
       uint32_t x = srd_imm_pack(v);
       struct srd_imm u = srd_imm_unpack(x);
-      ASSERT_EQ(v.comm_index, u.comm_index);
+      ASSERT_EQ(v.write_id, u.write_id);
       ASSERT_EQ(v.slot, u.slot);
       ASSERT_EQ(v.nstripes, u.nstripes);
       ASSERT_EQ(v.stripe, u.stripe);
@@ -91,7 +91,7 @@ TEST(Imm, RoundTripEveryValueOfEachField) {
         for (uint32_t entry = 0; entry < SRD_MAX_RECVS; entry++) {
           struct srd_imm v = {static_cast<uint32_t>(rng() % SRD_MAX_COMMS), seq, ns, stripe, entry};
           struct srd_imm u = srd_imm_unpack(srd_imm_pack(v));
-          ASSERT_EQ(v.comm_index, u.comm_index);
+          ASSERT_EQ(v.write_id, u.write_id);
           ASSERT_EQ(seq, u.slot);
           ASSERT_EQ(ns, u.nstripes);
           ASSERT_EQ(stripe, u.stripe);
@@ -113,7 +113,7 @@ TEST(Imm, FieldsAreIndependent) {
           for (uint32_t entry : entries) {
             if (stripe >= ns) continue;
             struct srd_imm u = srd_imm_unpack(srd_imm_pack({ci, seq, ns, stripe, entry}));
-            EXPECT_EQ(ci, u.comm_index);
+            EXPECT_EQ(ci, u.write_id);
             EXPECT_EQ(seq, u.slot);
             EXPECT_EQ(ns, u.nstripes);
             EXPECT_EQ(stripe, u.stripe);
@@ -140,10 +140,60 @@ TEST(Imm, SpareStripeNumbersDecodeToNoStripe) {
 }
 
 
+// Receivers decode with srd_imm_decode: every value of the 32 bits either
+// decodes to fields in range or is refused (issue 23: a slot index of 40..63
+// indexed past the comm's 40 slots).
+TEST(Imm, DecodeRefusesEveryOutOfRangeField) {
+  uint64_t ok = 0;
+  for (uint64_t x = 0; x <= UINT32_MAX; x += 1 + (x & 0xff)) {
+    struct srd_imm v;
+    const char *why = nullptr;
+    uint32_t slot_index = (static_cast<uint32_t>(x) >> 16) & ((1u << SRD_SLOT_BITS) - 1);
+    struct srd_imm raw = srd_imm_unpack(static_cast<uint32_t>(x));
+    bool valid = slot_index < SRD_RECV_SLOTS && raw.stripe < raw.nstripes;
+    ASSERT_EQ(valid ? 0 : -1, srd_imm_decode(static_cast<uint32_t>(x), &v, &why)) << std::hex << x;
+    if (!valid) {
+      ASSERT_NE(nullptr, why);
+      continue;
+    }
+    ok++;
+    ASSERT_LT(v.slot & ((1u << SRD_SLOT_BITS) - 1), static_cast<uint32_t>(SRD_RECV_SLOTS));
+    ASSERT_LT(v.stripe, v.nstripes);
+    ASSERT_LT(v.entry, static_cast<uint32_t>(SRD_MAX_RECVS));
+  }
+  EXPECT_GT(ok, 0u);
+  struct srd_imm v;
+  const char *why = nullptr;
+  EXPECT_EQ(-1, srd_imm_decode(srd_imm_pack({1, 63, 1, 0, 0}), &v, &why));
+  EXPECT_EQ(-1, srd_imm_decode(srd_imm_pack({1, SRD_RECV_SLOTS, 1, 0, 0}), &v, &why));
+  EXPECT_EQ(0, srd_imm_decode(srd_imm_pack({1, SRD_RECV_SLOTS - 1, 1, 0, 0}), &v, &why));
+}
+
+TEST(Msg, CtsWithASlotOutOfRangeOrAWrappingBufferIsRefused) {
+  std::vector<uint8_t> buf(4096);
+  struct srd_msg_cts c;
+  memset(&c, 0, sizeof(c));
+  c.n = 1;
+  c.nkeys = 1;
+  c.e[0] = {0x1000, 4096, 0};
+  uint64_t key = 9;
+  struct srd_msg m;
+  const char *why = nullptr;
+  size_t len = srd_msg_encode_cts(buf.data(), buf.size(), 1, &c, &key);
+  ASSERT_EQ(0, srd_msg_decode(buf.data(), len, &m, &why)) << why;
+  c.slot = SRD_RECV_SLOTS;
+  len = srd_msg_encode_cts(buf.data(), buf.size(), 1, &c, &key);
+  EXPECT_EQ(-1, srd_msg_decode(buf.data(), len, &m, &why));
+  c.slot = 0;
+  c.e[0] = {UINT64_MAX - 100, 4096, 0};
+  len = srd_msg_encode_cts(buf.data(), buf.size(), 1, &c, &key);
+  EXPECT_EQ(-1, srd_msg_decode(buf.data(), len, &m, &why)) << "a buffer at 2^64 - 100 of 4096 bytes";
+}
+
 TEST(Imm, SlotWrapsModulo256) {
   struct srd_imm u = srd_imm_unpack(srd_imm_pack({7, 256 + 5, 3, 1, 2}));
   EXPECT_EQ(5u, u.slot);
-  EXPECT_EQ(7u, u.comm_index);
+  EXPECT_EQ(7u, u.write_id);
   EXPECT_EQ(3u, u.nstripes);
   EXPECT_EQ(1u, u.stripe);
   EXPECT_EQ(2u, u.entry);
@@ -375,10 +425,10 @@ CtsCase make_cts(std::mt19937_64 &rng, uint8_t n, uint8_t nkeys) {
   k.c.seq = static_cast<uint32_t>(rng());
   k.c.n = n;
   k.c.nkeys = nkeys;
-  k.c.slot = static_cast<uint8_t>(rng());
+  k.c.slot = static_cast<uint8_t>(rng() % SRD_RECV_SLOTS | (rng() % 4) << SRD_SLOT_BITS);
   for (int i = 0; i < n; i++) {
-    k.c.e[i].addr = rng();
-    k.c.e[i].len = rng();
+    k.c.e[i].addr = rng() >> 1; // the two never wrap around the address space
+    k.c.e[i].len = rng() >> 1;
     k.c.e[i].tag = static_cast<int32_t>(rng());
   }
   k.keys.resize(static_cast<size_t>(n) * nkeys);
