@@ -80,6 +80,7 @@ struct srd_av_entry {
   uint8_t name[SRD_EP_NAME_MAX];
   fi_addr_t addr;
   int refs;
+  bool kept; /* no comm uses it, but it stays in the provider's AV (keep_av) */
 };
 
 struct srd_rail_buf {
@@ -135,6 +136,15 @@ struct srd_rail {
    * for a repeated insert, so removing it for one comm would break another. */
   struct srd_av_entry *av_entries;
   int nav, cap_av;
+  /* shm: a peer's address is never removed from the AV while the rail lives.
+   * Removing it unmaps the peer's region (smr_av_remove -> smr_map_del ->
+   * smr_unmap_region, 1.17 and 2.6) while the endpoint may still hold
+   * messages of that peer that arrived before a receive was posted for them;
+   * 2.6 keeps an unexpected message of its iov protocol as a pointer into
+   * the peer's region (smr_progress.c, smr_unexp_iov) and the next fi_recv
+   * that matches it reads through it (smr_unexp_start): SIGSEGV. The entry
+   * is reused when the peer comes back; shm's AV holds SMR_MAX_PEERS (256). */
+  bool keep_av;
   struct fi_cq_data_entry *held;
   fi_addr_t *held_src;
   int nheld;

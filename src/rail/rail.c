@@ -145,6 +145,7 @@ int srd_rail_open(struct srd_rail *rail, int index, const struct fi_info *info, 
   rail->max_write = srd_rail_write_limit(info);
   rail->len_in_data = info->domain_attr->cq_data_size >= 8;
   rail->source = !!(info->caps & FI_SOURCE);
+  rail->keep_av = !strcmp(info->fabric_attr->prov_name, "shm");
   step = "fi_fabric";
   if ((rc = fi_fabric(info->fabric_attr, &rail->fabric, NULL))) goto fail;
   step = "fi_domain";
@@ -214,8 +215,9 @@ int srd_rail_av_insert(struct srd_rail *rail, const void *name, fi_addr_t *addr)
    * that mapped the region keep it): only new names are checked. */
   for (int i = 0; i < rail->nav; i++) {
     struct srd_av_entry *e = &rail->av_entries[i];
-    if (e->refs && !memcmp(e->name, name, rail->ep_name_len)) {
+    if ((e->refs || e->kept) && !memcmp(e->name, name, rail->ep_name_len)) {
       e->refs++;
+      e->kept = false;
       *addr = e->addr;
       return 0;
     }
@@ -232,7 +234,7 @@ int srd_rail_av_insert(struct srd_rail *rail, const void *name, fi_addr_t *addr)
     return -FI_EINVAL;
   }
   int slot = 0;
-  while (slot < rail->nav && rail->av_entries[slot].refs) slot++;
+  while (slot < rail->nav && (rail->av_entries[slot].refs || rail->av_entries[slot].kept)) slot++;
   if (slot == rail->cap_av) {
     int cap = rail->cap_av ? 2 * rail->cap_av : 32;
     struct srd_av_entry *n = realloc(rail->av_entries, (size_t)cap * sizeof(*n));
@@ -252,6 +254,7 @@ int srd_rail_av_insert(struct srd_rail *rail, const void *name, fi_addr_t *addr)
   memcpy(e->name, name, rail->ep_name_len);
   e->addr = a;
   e->refs = 1;
+  e->kept = false;
   if (slot == rail->nav) rail->nav++;
   *addr = a;
   return 0;
@@ -261,7 +264,9 @@ void srd_rail_av_remove(struct srd_rail *rail, fi_addr_t addr) {
   for (int i = 0; i < rail->nav; i++) {
     struct srd_av_entry *e = &rail->av_entries[i];
     if (e->refs && e->addr == addr) {
-      if (--e->refs == 0) {
+      if (--e->refs == 0 && rail->keep_av) {
+        e->kept = true;
+      } else if (e->refs == 0) {
         srd_rail_cq_lock(rail);
         fi_av_remove(rail->av, &addr, 1, 0);
         srd_rail_cq_unlock(rail);

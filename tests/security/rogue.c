@@ -10,7 +10,8 @@
  *   floods   unexpected eager data, hellos and pre-answer messages are capped
  *   regions  a killed process's shm region is removed by the next process
  *   misuse   double close, accept after closeListen, test after close, a
- *            deregistered handle, double finalize: errors, not crashes */
+ *            deregistered handle, double finalize: errors, not crashes
+ *   fuzz, nested, closed-peer: a peer inside the job (insider.c) */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -39,26 +40,6 @@ static void decode_handle(const char *handle, struct srd_handle *h) {
   ST_CHECK(srd_handle_decode(handle, h, &why) == 0, "handle: %s", why);
 }
 
-/* The victim's token for the comm of the last rogue_handshake: a rogue that
- * has the cookie (a peer inside the job) learns it from the answer. */
-static uint64_t victim_token;
-
-/* The rogue says hello to the victim's listener and plays its sender: the
- * victim's recv comm id and token come back in the answer. */
-static fi_addr_t rogue_handshake(struct rogue *r, const char *handle, uint32_t *victim_comm) {
-  struct srd_handle h;
-  decode_handle(handle, &h);
-  fi_addr_t v = rogue_insert(r, h.name);
-  char msg[ROGUE_BUF];
-  size_t len = rogue_hello(r, msg, &h, 0x777, NULL, (uint8_t)r->name_len);
-  ST_CHECK(rogue_send(r, v, msg, len, OP_MS) == 0, "rogue: hello not sent");
-  struct srd_msg m;
-  do ST_CHECK(rogue_recv(r, &m, SETUP_MS) == 0, "rogue: no answer to its hello");
-  while (m.type != SRD_MSG_ACCEPT);
-  *victim_comm = m.u.peer.src_comm;
-  victim_token = m.u.peer.token;
-  return v;
-}
 
 /* ---------- keys: no hello, guessed keys ---------- */
 
@@ -179,16 +160,16 @@ static int cts(int rank, int nranks, void *arg) {
   rogue_open(&r, ((const struct st_ctx *)arg)->provider);
   char handle[HSIZE];
   st_oob_recv(0, handle, HSIZE, SETUP_MS);
-  uint32_t victim = 0;
-  fi_addr_t v = rogue_handshake(&r, handle, &victim);
+  struct rogue_peer p;
+  rogue_join(&r, handle, &p);
+  fi_addr_t v = p.victim;
   struct srd_msg m;
-  do ST_CHECK(rogue_recv(&r, &m, SETUP_MS) == 0, "rogue: no clear-to-send");
-  while (m.type != SRD_MSG_CTS);
+  rogue_wait_cts(&r, &m);
   ST_CHECK(m.u.cts.n == 1 && m.u.cts.e[0].len == size, "unexpected clear-to-send");
   uint64_t addr = m.u.cts.e[0].addr, key = srd_cts_key(&m.u.cts, 0, 0);
   char *big = malloc(arena);
   memset(big, 0x11, size);
-  struct srd_imm imm = {victim & (SRD_MAX_COMMS - 1), 0, 1, 0};
+  struct srd_imm imm = {p.write_id, m.u.cts.slot, 1, 0};
   ST_CHECK(rogue_write(&r, v, big, size, addr, key, srd_imm_pack(imm), OP_MS) == 0, "the exact write failed");
   /* The receive is done, its buffer still registered: now around it (tcp
    * may drop the connection after the first refusal). */
@@ -514,13 +495,14 @@ static int floods(int rank, int nranks, void *arg) {
   rogue_open(&r, ctx->provider);
   char handle[HSIZE];
   st_oob_recv(0, handle, HSIZE, SETUP_MS);
-  uint32_t victim = 0;
-  fi_addr_t v = rogue_handshake(&r, handle, &victim);
+  struct rogue_peer p;
+  rogue_join(&r, handle, &p);
+  fi_addr_t v = p.victim;
   char msg[ROGUE_BUF];
   int sent = 0;
   for (uint32_t seq = 1; seq <= 3000; seq++, sent++) {
-    size_t hl = srd_msg_encode_eager_header(msg, sizeof msg, victim, seq, 0, 4096);
-    srd_msg_set_token(msg, victim_token);
+    size_t hl = srd_msg_encode_eager_header(msg, sizeof msg, p.comm, seq, 0, 4096);
+    srd_msg_set_token(msg, p.token);
     memset(msg + hl, 0x42, 4096);
     if (rogue_send(&r, v, msg, hl + 4096, OP_MS)) break;
   }
@@ -582,11 +564,17 @@ static int case_regions(const struct st_ctx *c) {
   return is_shm(c) ? run(c, "regions", 2, victim_killed_region) : st_skip(c, "only shm leaves regions in /dev/shm");
 }
 static int case_misuse(const struct st_ctx *c) { return run(c, "misuse", 2, api_misuse); }
+static int case_fuzz(const struct st_ctx *c) { return run(c, "fuzz", 3, insider_fuzz); }
+static int case_nested(const struct st_ctx *c) {
+  return is_shm(c) ? st_skip(c, SHM_RMA) : run(c, "nested", 3, insider_nested);
+}
+static int case_closed_peer(const struct st_ctx *c) { return run(c, "closed-peer", 2, insider_closed_peer); }
 
 int main(int argc, char **argv) {
   static const struct st_case cases[] = {
       {"keys", case_keys},     {"cts", case_cts},         {"hellos", case_hellos}, {"self", case_self},
       {"floods", case_floods}, {"regions", case_regions}, {"misuse", case_misuse}, {"forged", case_forged},
+      {"fuzz", case_fuzz},     {"nested", case_nested},   {"closed-peer", case_closed_peer},
   };
   return st_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
 }

@@ -53,6 +53,18 @@ int rogue_send(struct rogue *r, fi_addr_t peer, const void *buf, size_t len, int
  * until the next call); 0, or -1 on timeout. */
 int rogue_recv(struct rogue *r, struct srd_msg *m, int ms);
 
+/* What a rogue that said hello as a sender learns from the victim's answer:
+ * a peer inside the job (it has the listen handle) gets all of it. */
+struct rogue_peer {
+  fi_addr_t victim;
+  uint32_t comm;     /* the victim's receive comm id */
+  uint64_t token;    /* ... and its token */
+  uint16_t write_id; /* what writes into it carry */
+};
+void rogue_join(struct rogue *r, const char *handle, struct rogue_peer *p);
+/* The next clear-to-send, waited for (others skipped). */
+void rogue_wait_cts(struct rogue *r, struct srd_msg *m);
+
 /* A hello from the rogue's own address for a listener handle. */
 size_t rogue_hello(struct rogue *r, void *buf, const struct srd_handle *h, uint32_t src_comm, const void *name,
                    uint8_t name_len);
@@ -66,5 +78,10 @@ void *victim_listen(char *handle, int to1, int to2);
 /* Cases without a rogue endpoint (misuse.c). */
 int victim_killed_region(int rank, int nranks, void *arg);
 int api_misuse(int rank, int nranks, void *arg);
+
+/* A peer inside the job against other comms (insider.c, issue 23). */
+int insider_fuzz(int rank, int nranks, void *arg);
+int insider_nested(int rank, int nranks, void *arg);
+int insider_closed_peer(int rank, int nranks, void *arg);
 
 #endif

@@ -166,6 +166,27 @@ size_t rogue_hello(struct rogue *r, void *buf, const struct srd_handle *h, uint3
   return srd_msg_encode_peer(buf, ROGUE_BUF, SRD_MSG_HELLO, 0, &p);
 }
 
+void rogue_join(struct rogue *r, const char *handle, struct rogue_peer *p) {
+  struct srd_handle h;
+  const char *why;
+  ST_CHECK(srd_handle_decode(handle, &h, &why) == 0, "handle: %s", why);
+  p->victim = rogue_insert(r, h.name);
+  char msg[ROGUE_BUF];
+  size_t len = rogue_hello(r, msg, &h, 0x777, NULL, (uint8_t)r->name_len);
+  ST_CHECK(rogue_send(r, p->victim, msg, len, 3000) == 0, "rogue: hello not sent");
+  struct srd_msg m;
+  do ST_CHECK(rogue_recv(r, &m, SETUP_MS) == 0, "rogue: no answer to its hello");
+  while (m.type != SRD_MSG_ACCEPT);
+  p->comm = m.u.peer.src_comm;
+  p->token = m.u.peer.token;
+  p->write_id = m.u.peer.write_id;
+}
+
+void rogue_wait_cts(struct rogue *r, struct srd_msg *m) {
+  do ST_CHECK(rogue_recv(r, m, SETUP_MS) == 0, "rogue: no clear-to-send");
+  while (m->type != SRD_MSG_CTS);
+}
+
 void *victim_listen(char *handle, int to1, int to2) {
   void *lcomm = NULL;
   ST_NCCL(st_net_listen(0, handle, &lcomm));
