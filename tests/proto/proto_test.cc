@@ -1288,6 +1288,28 @@ TEST_F(Proto, RefusedProbesAndAClosedListenerAreALoss) {
   EXPECT_NE(nullptr, strstr(s->error, "refuses connections")) << s->error;
 }
 
+// A close notice the provider refuses (try later) is posted again, and the
+// close keeps waiting for the writes its peer was cleared to do: a busy peer
+// is not a lost one.
+TEST_F(Proto, RefusedCloseNoticeIsNoLoss) {
+  std::vector<char> in(16384);
+  Reg ri(in);
+  Reg *regs[] = {&ri};
+  srd_req *rr = irecv(1, &in, regs, nullptr);
+  deliver_and_complete_sends();
+  r->closing = true; // as srd_comm_close marks it
+  g.provider_full = true;
+  srd_proto_notify_peer(r);
+  g.provider_full = false;
+  EXPECT_FALSE(r->peer_lost) << "a refused close notice was taken for a lost peer";
+  EXPECT_TRUE(srd_proto_peer_may_write(r)) << "the close stopped waiting for the cleared receive";
+  srd_proto_notify_peer(r);
+  ASSERT_EQ(1u, g.sends.size()) << "the notice went not once the provider took it again";
+  EXPECT_EQ(SRD_MSG_BYE, sent_type(0));
+  deliver_and_complete_sends();
+  (void)rr;
+}
+
 // Silence alone fails a waiting comm only past NCCL_SRD_PEER_TIMEOUT_MS,
 // and only where the user set it.
 TEST_F(Proto, SilenceFailsOnlyPastThePeerTimeout) {
