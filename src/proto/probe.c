@@ -2,10 +2,10 @@
  * that completes with an error (tcp: the connection reset; efa: the device
  * gave up after SRD's retries), a post the provider fails outright, its
  * process gone (shm), its listening address refusing connections (tcp,
- * whose providers only ever answer try-later then). A post the provider refuses (try later) is
- * backpressure: a busy, paused or slower peer; it is tried again. Silence
- * alone is logged as a warning and fails a comm only past
- * NCCL_SRD_PEER_TIMEOUT_MS, which the user sets (off by default). */
+ * whose providers only ever answer try-later then). A post the provider
+ * refuses (try later) is backpressure: a busy, paused or slower peer; it is
+ * tried again. Silence alone is logged as a warning and fails a comm only
+ * past NCCL_SRD_PEER_TIMEOUT_MS, which the user sets (off by default). */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -47,7 +47,7 @@ static bool peer_endpoint_gone(struct srd_comm *c, uint64_t now, uint64_t quiet)
 }
 
 /* shm has no transport-level failure detection; its peers share our host.
- * True once the comm failed because its peer's process is gone. */
+ * True when the peer's process is gone (the comm fails at the next scan). */
 static bool shm_peer_exited(struct srd_comm *c, uint64_t now, bool gone) {
   if (!gone) return false;
   /* What the peer wrote or sent before it exited may still wait in our
