@@ -37,6 +37,7 @@ SRD_FUNCTIONAL_TESTS = \
 	tests/functional/inflight \
 	tests/functional/close \
 	tests/functional/peerkill \
+	tests/functional/slowpeer \
 	tests/functional/allreduce \
 	tests/functional/badinput \
 	tests/functional/paths \
@@ -74,6 +75,9 @@ tests_functional_close_LDADD = $(SRD_TEST_LDADD)
 tests_functional_peerkill_SOURCES = tests/functional/peerkill.c
 tests_functional_peerkill_CPPFLAGS = $(SRD_TEST_CPPFLAGS)
 tests_functional_peerkill_LDADD = $(SRD_TEST_LDADD)
+tests_functional_slowpeer_SOURCES = tests/functional/slowpeer.c
+tests_functional_slowpeer_CPPFLAGS = $(SRD_TEST_CPPFLAGS)
+tests_functional_slowpeer_LDADD = $(SRD_TEST_LDADD)
 tests_functional_allreduce_SOURCES = tests/functional/allreduce.c
 tests_functional_allreduce_CPPFLAGS = $(SRD_TEST_CPPFLAGS)
 tests_functional_allreduce_LDADD = $(SRD_TEST_LDADD)

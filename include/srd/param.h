@@ -16,6 +16,8 @@ enum srd_param {
   SRD_PARAM_MIN_STRIPE,       /* size: smallest stripe */
   SRD_PARAM_CONNECT_TIMEOUT_MS, /* int: bound on a connect without answer */
   SRD_PARAM_KEEPALIVE_MS,     /* int: silence before a busy comm probes its peer */
+  SRD_PARAM_SILENT_WARN_MS,   /* int: silence before a busy comm's wait is logged as a warning */
+  SRD_PARAM_PEER_TIMEOUT_MS,  /* int: silence after which a busy comm fails (0: never) */
   SRD_PARAM_CLOSE_TIMEOUT_MS, /* int: how long close waits for in-flight operations */
   SRD_PARAM_FAILOVER,         /* bool: a failed rail's work moves to the others */
   SRD_PARAM_RAIL_HOLDDOWN_MS, /* int: link up this long before a failed rail is probed to rejoin */

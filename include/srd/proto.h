@@ -161,7 +161,7 @@ struct srd_comm {
   bool bye_sent;        /* our close notice went out */
   bool bye_due;         /* send comm: the notice goes once our writes are over */
   bool peer_drained;    /* receive comm: the peer's notice said it writes no more */
-  bool peer_lost;       /* the peer is gone (probe, process check, failed control message) */
+  bool peer_lost;       /* the peer is gone: evidence only (an error completion, its process or listener gone) */
   uint64_t peer_writes; /* receive comm: the writes the drained peer completed */
   uint64_t writes_done; /* send comm: our writes that completed; receive comm: writes that named us */
   int writes_in_flight; /* send comm: posted or queued writes not completed (also in ops_in_flight) */
@@ -187,8 +187,8 @@ struct srd_comm {
   int ops_in_flight;    /* posted operations whose completion is pending */
   int reqs_in_flight;
   uint64_t last_heard_ms, last_ping_ms;
+  bool ping_refused;     /* the provider refused the last probe (try later) */
   uint64_t last_wait_ms; /* last isend that found no clear-to-send */
-  uint64_t probe_refused_since_ms;
   uint64_t peer_gone_ms; /* shm: when a scan first found the peer's process gone */
 #ifdef SRD_HOP_STATS
   uint64_t stat_wait_ns; /* first isend without a clear-to-send (hop statistics) */
@@ -299,6 +299,7 @@ struct srd_rail_ops {
   int (*poll)(struct srd_rail *rail, int max);
   int (*link_down)(const struct srd_rail *rail);
   int (*flush_read)(struct srd_rail *rail, uint64_t raddr, uint64_t key, struct srd_op *op);
+  bool (*peer_refused)(struct srd_rail *rail, fi_addr_t addr, uint64_t now_ms, uint64_t every_ms);
 };
 extern const struct srd_rail_ops srd_rail_ops_fabric;
 
@@ -380,6 +381,11 @@ struct srd_dev {
   struct srd_comm *connecting;
   uint32_t next_listener_id;
   uint64_t last_scan_ms;
+  /* Warnings about silent peers (src/proto/probe.c): when the next may be
+   * logged, the gap after it (doubling while peers stay silent), whether the
+   * last scan found any. */
+  uint64_t silent_warn_next_ms, silent_warn_gap_ms;
+  bool silent_warned;
   struct srd_req *pending_head, *pending_tail; /* sends with stripes to post */
   struct srd_resend *resends; /* re-sent stripes the provider holds */
   struct srd_rail_mrs *regs;  /* every registration (src/proto/regs.c) */
@@ -560,10 +566,11 @@ void srd_proto_on_bye(struct srd_comm *c, const struct srd_msg_bye *m);
 /* Post our notice (drained: a send comm whose writes are over). SRD_OK,
  * SRD_AGAIN or the comm's error. */
 int srd_proto_send_bye(struct srd_comm *c, bool drained);
-/* A closing receive comm's notice, posted once. A provider that refuses it
- * for NCCL_SRD_KEEPALIVE_MS since since_ms, or fails it, cannot reach the
- * peer: the comm then waits for nothing (peer_lost). */
-void srd_proto_notify_peer(struct srd_comm *c, uint64_t since_ms);
+/* A closing receive comm's notice, posted once; while the provider refuses
+ * it (backpressure), posted again at the next call (the caller's wait is
+ * bounded by NCCL_SRD_CLOSE_TIMEOUT_MS). A post that fails outright cannot
+ * reach the peer: the comm then waits for nothing (peer_lost). */
+void srd_proto_notify_peer(struct srd_comm *c);
 /* A send comm that owes its peer the drained notice sends it once none of
  * its writes is in flight any more. */
 void srd_proto_bye_progress(struct srd_comm *c);

@@ -154,6 +154,7 @@ struct srd_rail {
   pthread_mutex_t cq_lock; /* thread_safe rails: CQ reads and posts vs. AV changes */
   pthread_mutex_t post_lock; /* thread_safe rails: the post queue */
   struct srd_rail_write *postq_head, *postq_tail;
+  struct srd_listen_check *listen_checks; /* tcp peers' listeners (rail_listen.c), allocated on first use */
 };
 
 /* Completions reaped from the CQ and not yet dispatched: the successful
@@ -241,6 +242,14 @@ struct srd_rail_write *srd_rail_drop_queued(struct srd_rail *rail, bool (*abando
  * that are not kernel interfaces (efa, shm): those report failures through
  * their completion queues. */
 int srd_rail_link_down(const struct srd_rail *rail);
+
+/* Has a TCP connect to the listening address of the peer at addr (tcp
+ * providers) been refused, i.e. is its endpoint gone? Starts or finishes a
+ * non-blocking check; every_ms spaces the first checks of a peer that still
+ * listens (later ones further, doubling). Always false where addresses are
+ * not socket addresses (efa, shm). */
+bool srd_rail_peer_refused(struct srd_rail *rail, fi_addr_t addr, uint64_t now_ms, uint64_t every_ms);
+void srd_rail_listen_checks_free(struct srd_rail *rail);
 
 /* Reap up to max completions and dispatch them; returns how many, or a
  * negative error for a CQ that cannot be read. */

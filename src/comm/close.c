@@ -6,7 +6,8 @@
 
 /* Still waiting: operations the provider holds (a send comm's writes, then
  * its notice), or writes the peer completed that have not landed here yet
- * (src/proto/bye.c). A notice the provider refuses is not waited for. */
+ * (src/proto/bye.c). A notice the provider refuses is posted again while
+ * the wait lasts. */
 static bool close_busy(struct srd_comm *c) {
   return c->ops_in_flight > 0 || srd_proto_peer_may_write(c);
 }
@@ -32,7 +33,7 @@ void srd_comm_close(struct srd_comm *c) {
   uint64_t timeout = (uint64_t)srd_param_int(SRD_PARAM_CLOSE_TIMEOUT_MS), start = srd_now_ms();
   for (;;) {
     if (c->is_send) srd_proto_bye_progress(c);
-    else srd_proto_notify_peer(c, start);
+    else srd_proto_notify_peer(c);
     if (!close_busy(c) || srd_now_ms() - start >= timeout) break;
     srd_dev_wait_step(dev);
   }

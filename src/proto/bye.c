@@ -29,11 +29,10 @@ int srd_proto_send_bye(struct srd_comm *c, bool drained) {
   return rc;
 }
 
-void srd_proto_notify_peer(struct srd_comm *c, uint64_t since_ms) {
+void srd_proto_notify_peer(struct srd_comm *c) {
   if (c->bye_sent || c->peer_closed || c->peer_lost || !c->ready) return;
   int rc = srd_proto_send_bye(c, false);
-  if (rc != SRD_OK && (rc != SRD_AGAIN || srd_now_ms() - since_ms > (uint64_t)srd_param_int(SRD_PARAM_KEEPALIVE_MS)))
-    c->peer_lost = true;
+  if (rc != SRD_OK && rc != SRD_AGAIN) c->peer_lost = true;
 }
 
 void srd_proto_bye_progress(struct srd_comm *c) {
@@ -117,7 +116,7 @@ void srd_proto_quiesce(struct srd_dev *dev, const struct srd_mr_ref *mr) {
     for (int i = 0; i < dev->comms_end; i++) {
       struct srd_comm *c = dev->comms[i];
       if (!c || c->is_send || !c->closing) continue;
-      srd_proto_notify_peer(c, start);
+      srd_proto_notify_peer(c);
       busy += srd_proto_peer_may_write(c);
     }
     if (!busy || srd_now_ms() >= deadline) {

@@ -184,6 +184,7 @@ void srd_rail_close(struct srd_rail *rail) {
   free(rail->av_entries);
   free(rail->held);
   free(rail->held_src);
+  srd_rail_listen_checks_free(rail);
   if (rail->thread_safe) {
     pthread_mutex_destroy(&rail->cq_lock);
     pthread_mutex_destroy(&rail->post_lock);

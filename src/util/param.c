@@ -29,7 +29,17 @@ static const struct srd_param_desc table[SRD_PARAM_COUNT] = {
     [SRD_PARAM_CONNECT_TIMEOUT_MS] = {"NCCL_SRD_CONNECT_TIMEOUT_MS", 0, 30000, 100, 3600000,
                                       "how long connect waits for the listener's answer"},
     [SRD_PARAM_KEEPALIVE_MS] = {"NCCL_SRD_KEEPALIVE_MS", 0, 1000, 10, 600000,
-                                "silence after which a comm with requests in flight probes its peer"},
+                                "silence after which a comm with requests in flight probes its peer (a probe "
+                                "that comes back failed, like any failed operation, means the peer is gone; "
+                                "one the provider refuses is tried again)"},
+    [SRD_PARAM_SILENT_WARN_MS] = {"NCCL_SRD_SILENT_WARN_MS", 0, 30000, 10, 3600000,
+                                  "silence after which a comm with requests in flight logs that it still waits "
+                                  "(again after twice as long each time, while the silence lasts)"},
+    /* A slow or paused peer is not a dead one: by default the job's own
+     * watchdog (PyTorch's, NCCL's RAS) decides when a wait is a hang. */
+    [SRD_PARAM_PEER_TIMEOUT_MS] = {"NCCL_SRD_PEER_TIMEOUT_MS", 0, 0, 0, 86400000,
+                                   "silence after which a comm with requests in flight fails (0: never; a dead "
+                                   "peer is found by evidence, not by silence)"},
     [SRD_PARAM_CLOSE_TIMEOUT_MS] = {"NCCL_SRD_CLOSE_TIMEOUT_MS", 0, 5000, 0, 600000,
                                     "how long close waits for operations already handed to the NIC"},
     [SRD_PARAM_FAILOVER] = {"NCCL_SRD_FAILOVER", 0, 1, 0, 1,

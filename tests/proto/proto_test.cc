@@ -67,6 +67,7 @@ struct Fake {
 
   bool no_buffers = false;
   bool provider_full = false;
+  bool listener_gone = false; // peer_refused: a connect to the peer's address was refused
   int send_refused = 0; // send fails with this
   int bufs_out = 0;
   srd_dev *devs[2] = {nullptr, nullptr};
@@ -128,8 +129,11 @@ int flush_read(srd_rail *rail, uint64_t raddr, uint64_t key, srd_op *op) {
   return 0;
 }
 
-const srd_rail_ops kFake = {av_insert, av_remove, get_send_buf, put_send_buf, send,     write,    queue_write,
-                            mr_desc,   mr_key,    reg,          mr_close,     poll,     link_down, flush_read};
+bool peer_refused(srd_rail *, fi_addr_t, uint64_t, uint64_t) { return g.listener_gone; }
+
+const srd_rail_ops kFake = {av_insert, av_remove, get_send_buf, put_send_buf, send,      write,      queue_write,
+                            mr_desc,   mr_key,    reg,          mr_close,     poll,      link_down, flush_read,
+                            peer_refused};
 
 // Addresses: a comm's peer address is the index of the peer's device; what
 // arrives at one device comes from the other (FI_SOURCE).
@@ -1040,7 +1044,7 @@ TEST_F(Proto, CloseNoticeIsAnsweredWithTheWritesOnceTheyAreOver) {
   deliver_write(1);
   r->closing = true; // as srd_comm_close and srd_proto_quiesce mark it
   EXPECT_TRUE(srd_proto_peer_may_write(r)) << "a cleared receive is unfinished";
-  srd_proto_notify_peer(r, srd_now_ms());
+  srd_proto_notify_peer(r);
   ASSERT_EQ(1u, g.sends.size()) << "the receiver's close notice";
   deliver_send(0);
   complete_send(0);
@@ -1262,28 +1266,100 @@ TEST_F(Proto, SenderAsksLateAfterLargeMessages) {
   deliver_and_complete_sends();
 }
 
-// A small send from GPU memory waits for the clear-to-send and is written,
-// even to a receiver that takes eager data: the CPU cannot copy it.
-// A busy provider refuses a probe now and then; refusals with word from the
-// peer between them are not one long silence (a live peer was failed as
-// unreachable under ThreadSanitizer in CI: "silent for 1042 ms").
-TEST_F(Proto, ProbeRefusalsWithThePeerHeardBetweenAreNotALoss) {
+// A provider that refuses every probe (try later: a paused or overloaded
+// peer) never fails the comm, however long (a live peer was failed as
+// unreachable under ThreadSanitizer in CI after 6 s of refusals); a probe
+// that completes with an error is evidence, and fails it.
+TEST_F(Proto, RefusedProbesNeverFailAComm) {
   const uint64_t quiet = static_cast<uint64_t>(srd_param_int(SRD_PARAM_KEEPALIVE_MS)), t = srd_now_ms() + 100000;
   s->last_heard_ms = s->last_ping_ms = t;
   g.provider_full = true;
-  s->last_wait_ms = t + quiet + quiet / 2;
-  srd_dev_probe_silent_peers(&a, s->last_wait_ms);
-  EXPECT_EQ(0, s->result) << "one refused probe";
-  s->last_heard_ms = t + 2 * quiet;
-  s->last_wait_ms = s->last_heard_ms + 5 * quiet;
-  srd_dev_probe_silent_peers(&a, s->last_wait_ms);
-  EXPECT_EQ(0, s->result) << "the peer was heard after the first refusal: a new window";
-  s->last_wait_ms += 4 * quiet + 1;
-  srd_dev_probe_silent_peers(&a, s->last_wait_ms);
-  EXPECT_EQ(SRD_ERR_REMOTE, s->result) << "refused for over 4 keepalives with nothing heard";
+  uint64_t now = t;
+  for (int i = 0; i < 100; i++) {
+    now += quiet + 1;
+    s->last_wait_ms = now; // an isend still waits for its clear-to-send
+    srd_dev_probe_silent_peers(&a, now);
+  }
+  EXPECT_EQ(0, s->result) << "refused probes over 100 keepalives failed the comm: " << s->error;
+  EXPECT_FALSE(s->peer_lost);
   g.provider_full = false;
+  now += quiet + 1;
+  s->last_wait_ms = now;
+  srd_dev_probe_silent_peers(&a, now);
+  ASSERT_EQ(1u, g.sends.size()) << "the provider accepts again and no probe went";
+  EXPECT_EQ(SRD_MSG_PING, sent_type(0));
+  complete_send(0, -FI_ECONNRESET);
+  EXPECT_EQ(SRD_ERR_REMOTE, s->result) << "a probe that failed did not fail the comm";
+  EXPECT_TRUE(s->peer_lost);
 }
 
+// tcp: while the provider refuses probes, a peer whose listening address
+// refuses connections is gone; one whose probes go is not asked about.
+TEST_F(Proto, RefusedProbesAndAClosedListenerAreALoss) {
+  const uint64_t quiet = static_cast<uint64_t>(srd_param_int(SRD_PARAM_KEEPALIVE_MS)), t = srd_now_ms() + 100000;
+  s->last_heard_ms = s->last_ping_ms = t;
+  g.listener_gone = true;
+  s->last_wait_ms = t + quiet + 1;
+  srd_dev_probe_silent_peers(&a, s->last_wait_ms);
+  EXPECT_EQ(0, s->result) << "the probe went: no reason to doubt the peer";
+  deliver_and_complete_sends();
+  g.provider_full = true;
+  s->last_wait_ms += quiet + 1;
+  srd_dev_probe_silent_peers(&a, s->last_wait_ms);
+  g.provider_full = g.listener_gone = false;
+  EXPECT_EQ(SRD_ERR_REMOTE, s->result) << "refused, and nothing listens at the peer's address";
+  EXPECT_TRUE(s->peer_lost);
+  EXPECT_NE(nullptr, strstr(s->error, "refuses connections")) << s->error;
+}
+
+// A close notice the provider refuses (try later) is posted again, and the
+// close keeps waiting for the writes its peer was cleared to do: a busy peer
+// is not a lost one.
+TEST_F(Proto, RefusedCloseNoticeIsNoLoss) {
+  std::vector<char> in(16384);
+  Reg ri(in);
+  Reg *regs[] = {&ri};
+  srd_req *rr = irecv(1, &in, regs, nullptr);
+  deliver_and_complete_sends();
+  r->closing = true; // as srd_comm_close marks it
+  g.provider_full = true;
+  srd_proto_notify_peer(r);
+  g.provider_full = false;
+  EXPECT_FALSE(r->peer_lost) << "a refused close notice was taken for a lost peer";
+  EXPECT_TRUE(srd_proto_peer_may_write(r)) << "the close stopped waiting for the cleared receive";
+  srd_proto_notify_peer(r);
+  ASSERT_EQ(1u, g.sends.size()) << "the notice went not once the provider took it again";
+  EXPECT_EQ(SRD_MSG_BYE, sent_type(0));
+  deliver_and_complete_sends();
+  (void)rr;
+}
+
+// Silence alone fails a waiting comm only past NCCL_SRD_PEER_TIMEOUT_MS,
+// and only where the user set it.
+TEST_F(Proto, SilenceFailsOnlyPastThePeerTimeout) {
+  const uint64_t t = srd_now_ms() + 100000;
+  s->last_heard_ms = s->last_ping_ms = t;
+  g.provider_full = true;
+  s->last_wait_ms = t + 3600000;
+  srd_dev_probe_silent_peers(&a, s->last_wait_ms);
+  EXPECT_EQ(0, s->result) << "silent for an hour without NCCL_SRD_PEER_TIMEOUT_MS";
+  setenv("NCCL_SRD_PEER_TIMEOUT_MS", "5000", 1);
+  srd_param_reload();
+  s->last_wait_ms = t + 5000;
+  srd_dev_probe_silent_peers(&a, s->last_wait_ms);
+  EXPECT_EQ(0, s->result) << "failed at the timeout, not past it";
+  s->last_wait_ms = t + 5001;
+  srd_dev_probe_silent_peers(&a, s->last_wait_ms);
+  unsetenv("NCCL_SRD_PEER_TIMEOUT_MS");
+  srd_param_reload();
+  g.provider_full = false;
+  EXPECT_EQ(SRD_ERR_REMOTE, s->result) << "silent past NCCL_SRD_PEER_TIMEOUT_MS";
+  EXPECT_NE(nullptr, strstr(s->error, "NCCL_SRD_PEER_TIMEOUT_MS")) << s->error;
+  EXPECT_FALSE(s->peer_lost) << "silence is no evidence that the peer is gone";
+}
+
+// A small send from GPU memory waits for the clear-to-send and is written,
+// even to a receiver that takes eager data: the CPU cannot copy it.
 TEST_F(Proto, GpuMemoryNeverGoesEagerly) {
   std::vector<char> out = pattern(100, 4), in(4096);
   Reg ro(out), ri(in);
