@@ -79,8 +79,27 @@ struct srd_rail_handlers {
 struct srd_av_entry {
   uint8_t name[SRD_EP_NAME_MAX];
   fi_addr_t addr;
-  int refs;
+  int refs;                /* 0: free, on the free chain */
+  int next_free;
 };
+
+/* Inserted peer addresses by name and by fi_addr, O(1) each
+ * (src/rail/av_index.c). */
+struct srd_av_index {
+  struct srd_av_entry *e;
+  int cap, used, free_head; /* used: live entries; free_head: -1 when none */
+  int *by_name, *by_addr;   /* open-addressing tables of entry indexes, -1 empty */
+  unsigned mask;            /* buckets - 1 */
+  size_t name_len;
+};
+void srd_av_index_init(struct srd_av_index *x, size_t name_len);
+void srd_av_index_free(struct srd_av_index *x);
+/* The entry's index, or -1. */
+int srd_av_index_find_name(const struct srd_av_index *x, const void *name);
+int srd_av_index_find_addr(const struct srd_av_index *x, fi_addr_t addr);
+/* A new entry of one reference: its index, or -FI_ENOMEM. */
+int srd_av_index_add(struct srd_av_index *x, const void *name, fi_addr_t addr);
+void srd_av_index_del(struct srd_av_index *x, int i);
 
 struct srd_rail_buf {
   struct srd_op op;
@@ -133,8 +152,7 @@ struct srd_rail {
   /* Peers' addresses, each inserted once and reference counted: several comms
    * to one peer share an entry, and some providers return the same fi_addr
    * for a repeated insert, so removing it for one comm would break another. */
-  struct srd_av_entry *av_entries;
-  int nav, cap_av;
+  struct srd_av_index av_index;
   struct fi_cq_data_entry *held;
   fi_addr_t *held_src;
   int nheld;

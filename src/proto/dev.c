@@ -185,7 +185,7 @@ void srd_dev_progress_without_cqs(struct srd_dev *dev) {
     dev->want_lanes = false;
     if (!dev->threaded) srd_dev_start_lanes(dev, true);
   }
-  if (dev->pending_head) srd_proto_post_pending(dev);
+  if (dev->pending) srd_proto_post_pending(dev);
   uint64_t now = srd_now_ms();
   if (now - dev->last_scan_ms >= SCAN_INTERVAL_MS) {
     dev->last_scan_ms = now;

@@ -119,6 +119,7 @@ static int open_endpoint(struct srd_rail *rail, int i) {
   size_t len = SRD_EP_NAME_MAX;
   if ((rc = fi_getname(&ep->fid, rail->ep_name[i], &len))) return rc;
   rail->ep_name_len = len;
+  srd_av_index_init(&rail->av_index, len); /* before any peer is inserted */
   return 0;
 }
 
@@ -180,7 +181,7 @@ void srd_rail_close(struct srd_rail *rail) {
   if (rail->fabric) fi_close(&rail->fabric->fid);
   if (rail->info) fi_freeinfo(rail->info);
   free(rail->buf_mem);
-  free(rail->av_entries);
+  srd_av_index_free(&rail->av_index);
   free(rail->held);
   free(rail->held_src);
   if (rail->thread_safe) {
@@ -212,13 +213,11 @@ int srd_rail_av_insert(struct srd_rail *rail, const void *name, fi_addr_t *addr)
   /* A name already in the AV was checked when it came in, and shm 1.17 may
    * have removed its owner's region file since (the owner lives on; peers
    * that mapped the region keep it): only new names are checked. */
-  for (int i = 0; i < rail->nav; i++) {
-    struct srd_av_entry *e = &rail->av_entries[i];
-    if (e->refs && !memcmp(e->name, name, rail->ep_name_len)) {
-      e->refs++;
-      *addr = e->addr;
-      return 0;
-    }
+  int known = srd_av_index_find_name(&rail->av_index, name);
+  if (known >= 0) {
+    rail->av_index.e[known].refs++;
+    *addr = rail->av_index.e[known].addr;
+    return 0;
   }
   if (!strcmp(rail->info->fabric_attr->prov_name, "shm")) {
     int rc = srd_rail_shm_name_check(rail, name);
@@ -231,15 +230,6 @@ int srd_rail_av_insert(struct srd_rail *rail, const void *name, fi_addr_t *addr)
     SRD_WARN("rail %s: peer address is not of this provider's format", rail->name);
     return -FI_EINVAL;
   }
-  int slot = 0;
-  while (slot < rail->nav && rail->av_entries[slot].refs) slot++;
-  if (slot == rail->cap_av) {
-    int cap = rail->cap_av ? 2 * rail->cap_av : 32;
-    struct srd_av_entry *n = realloc(rail->av_entries, (size_t)cap * sizeof(*n));
-    if (!n) return -FI_ENOMEM;
-    rail->av_entries = n;
-    rail->cap_av = cap;
-  }
   fi_addr_t a = FI_ADDR_NOTAVAIL;
   srd_rail_cq_lock(rail);
   int n = fi_av_insert(rail->av, name, 1, &a, 0, NULL);
@@ -248,27 +238,24 @@ int srd_rail_av_insert(struct srd_rail *rail, const void *name, fi_addr_t *addr)
     SRD_WARN("rail %s: fi_av_insert failed (%d)", rail->name, n);
     return n < 0 ? n : -FI_EINVAL;
   }
-  struct srd_av_entry *e = &rail->av_entries[slot];
-  memcpy(e->name, name, rail->ep_name_len);
-  e->addr = a;
-  e->refs = 1;
-  if (slot == rail->nav) rail->nav++;
+  int i = srd_av_index_add(&rail->av_index, name, a);
+  if (i < 0) {
+    srd_rail_cq_lock(rail);
+    fi_av_remove(rail->av, &a, 1, 0);
+    srd_rail_cq_unlock(rail);
+    return i;
+  }
   *addr = a;
   return 0;
 }
 
 void srd_rail_av_remove(struct srd_rail *rail, fi_addr_t addr) {
-  for (int i = 0; i < rail->nav; i++) {
-    struct srd_av_entry *e = &rail->av_entries[i];
-    if (e->refs && e->addr == addr) {
-      if (--e->refs == 0) {
-        srd_rail_cq_lock(rail);
-        fi_av_remove(rail->av, &addr, 1, 0);
-        srd_rail_cq_unlock(rail);
-      }
-      return;
-    }
-  }
+  int i = srd_av_index_find_addr(&rail->av_index, addr);
+  if (i < 0 || --rail->av_index.e[i].refs > 0) return;
+  srd_av_index_del(&rail->av_index, i);
+  srd_rail_cq_lock(rail);
+  fi_av_remove(rail->av, &addr, 1, 0);
+  srd_rail_cq_unlock(rail);
 }
 
 struct srd_rail_buf *srd_rail_get_send_buf(struct srd_rail *rail) {
