@@ -47,8 +47,9 @@ check_PROGRAMS += $(SRD_FUNCTIONAL_TESTS) $(SRD_ABI_TESTS)
 # lanes runs from threads.sh (with its LeakSanitizer note, lanes.lsan).
 check_PROGRAMS += tests/functional/lanes
 TESTS += $(SRD_ABI_TESTS) tests/abi/exports.sh $(SRD_FUNCTIONAL_TESTS) tests/functional/reorder.sh \
-	tests/functional/threads.sh
-EXTRA_DIST += tests/abi/exports.sh tests/functional/reorder.sh tests/functional/threads.sh tests/functional/lanes.lsan
+	tests/functional/recv-refuse.sh tests/functional/threads.sh
+EXTRA_DIST += tests/abi/exports.sh tests/functional/reorder.sh tests/functional/recv-refuse.sh \
+	tests/functional/threads.sh tests/functional/lanes.lsan
 
 tests_functional_manycomms_SOURCES = tests/functional/manycomms.c
 tests_functional_manycomms_CPPFLAGS = $(SRD_TEST_CPPFLAGS)

@@ -149,6 +149,14 @@ struct srd_rail {
   struct srd_rail_buf *free_send;
   int nfree_send;
   int reorder;             /* test mode: shuffle and delay completions */
+  int recv_refuse;         /* test mode: refuse every Nth repost (recv_reposts counts them) */
+  unsigned recv_reposts;
+  /* Receive buffers the provider would not take back, offered again at every
+   * poll; by endpoint, how many wait (all of one endpoint's: the rail fails). */
+  struct srd_rail_buf *unposted;
+  int unposted_on[SRD_MAX_EPS_PER_RAIL];
+  unsigned recv_refusals;  /* in all: logged at powers of two */
+  uint64_t starved_since_ms; /* an endpoint has had every buffer waiting since (0: none has) */
   /* Peers' addresses, each inserted once and reference counted: several comms
    * to one peer share an entry, and some providers return the same fi_addr
    * for a repeated insert, so removing it for one comm would break another. */

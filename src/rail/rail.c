@@ -30,6 +30,9 @@
 /* fi_recv refused for lack of room this many times in a row, with the CQ
  * read between tries, means the endpoint is stuck: give up on this buffer. */
 #define RECV_POST_TRIES 1000
+/* An endpoint that could post none of its receive buffers for this long
+ * receives nothing: its rail fails. */
+#define RECV_STARVED_MS 2000
 #define FLUSH_SCRATCH 64
 #define FLUSH_READ_BYTES 4
 
@@ -56,6 +59,54 @@ static int post_recv_buf(struct srd_rail *rail, struct srd_rail_buf *b) {
   } while (rc == -FI_EAGAIN && ++tries < RECV_POST_TRIES);
   if (rc) SRD_WARN("rail %s: fi_recv failed: %s", rail->name, fi_strerror(-rc));
   return rc;
+}
+
+static int post_one(struct srd_rail *rail, struct srd_rail_buf *b) {
+  SRD_STAT(SRD_STAT_FI_RECV);
+  if (rail->recv_refuse && ++rail->recv_reposts % (unsigned)rail->recv_refuse == 0) return -FI_ENOMEM;
+  return (int)fi_recv(rail->ep[b->ep], b->data, rail->buf_size, rail->mr_local ? fi_mr_desc(rail->buf_mr) : NULL,
+                      FI_ADDR_UNSPEC, &b->op.fi_ctx);
+}
+
+/* A receive buffer back to the provider after its message was handed on.
+ * One the provider refuses is not lost: it waits on rail->unposted and is
+ * offered again at every poll (repost_waiting). */
+static void repost(struct srd_rail *rail, struct srd_rail_buf *b) {
+  int rc = post_one(rail, b);
+  if (!rc) return;
+  b->next = rail->unposted;
+  rail->unposted = b;
+  int waiting = ++rail->unposted_on[b->ep];
+  unsigned refusals = ++rail->recv_refusals;
+  if (!(refusals & (refusals - 1)))
+    SRD_WARN("rail %s: the provider refused to take a receive buffer back %u time(s) (%s); endpoint %d has %d waiting",
+             rail->name, refusals, fi_strerror(-rc), b->ep, waiting);
+}
+
+/* The buffers the provider refused, offered again in turn; when it refuses
+ * one, the rest wait for the next poll. An endpoint all of whose buffers
+ * waited for RECV_STARVED_MS can receive nothing: the rail fails (its health
+ * goes down: failover, or its comms fail), with the provider's answer in the
+ * log. */
+static void repost_waiting(struct srd_rail *rail) {
+  while (rail->unposted) {
+    struct srd_rail_buf *b = rail->unposted;
+    int rc = post_one(rail, b);
+    if (rc) {
+      if (rail->unposted_on[b->ep] < RECV_BUFS_PER_EP || rail->failed) return;
+      uint64_t now = srd_now_ms();
+      if (!rail->starved_since_ms) rail->starved_since_ms = now;
+      else if (now - rail->starved_since_ms > RECV_STARVED_MS) {
+        SRD_WARN("rail %s: endpoint %d: the provider has taken none of its receive buffers back for %d ms (%s): "
+                 "the rail fails", rail->name, b->ep, RECV_STARVED_MS, fi_strerror(-rc));
+        rail->failed = 1;
+      }
+      return;
+    }
+    rail->unposted = b->next;
+    rail->unposted_on[b->ep]--;
+    rail->starved_since_ms = 0;
+  }
 }
 
 static void send_buf_done(struct srd_op *op, int err, const char *errstr) {
@@ -131,6 +182,7 @@ int srd_rail_open(struct srd_rail *rail, int index, const struct fi_info *info, 
   rail->neps = neps;
   rail->buf_size = buf_size;
   rail->reorder = (int)srd_param_int(SRD_PARAM_TEST_REORDER);
+  rail->recv_refuse = (int)srd_param_int(SRD_PARAM_TEST_RECV_REFUSE);
   snprintf(rail->name, sizeof(rail->name), "%s", info->domain_attr->name);
   const char *step = "fi_dupinfo";
   int rc = -FI_ENOMEM;
@@ -306,7 +358,7 @@ static void dispatch(struct srd_rail *rail, const struct fi_cq_data_entry *e, fi
   if (is_recv_buf(rail, e->op_context)) {
     struct srd_rail_buf *b = (struct srd_rail_buf *)e->op_context;
     rail->h.on_message(rail->h.arg, rail, b->data, e->len, src);
-    post_recv_buf(rail, b);
+    repost(rail, b);
     return;
   }
   struct srd_op *op = e->op_context;
@@ -317,7 +369,7 @@ static void dispatch_error(struct srd_rail *rail, const struct srd_rail_batch *b
   if (b->err_context && is_recv_buf(rail, b->err_context)) {
     /* A receive buffer failed: keep it posted unless the rail is gone. */
     SRD_WARN("%s", b->errstr);
-    if (b->err != FI_ECANCELED) post_recv_buf(rail, (struct srd_rail_buf *)b->err_context);
+    if (b->err != FI_ECANCELED) repost(rail, (struct srd_rail_buf *)b->err_context);
   } else if (b->err_context) {
     struct srd_op *op = b->err_context;
     op->done(op, b->err ? -b->err : -FI_EIO, b->errstr);
@@ -399,11 +451,13 @@ void srd_rail_dispatch(struct srd_rail *rail, struct srd_rail_batch *b) {
   else
     for (int i = 0; i < b->n; i++) dispatch(rail, &b->e[i], b->src[i]);
   if (b->has_err) dispatch_error(rail, b);
+  if (rail->unposted) repost_waiting(rail);
 }
 
 int srd_rail_poll(struct srd_rail *rail, int max) {
   struct srd_rail_batch b;
   int total = 0;
+  if (rail->unposted) repost_waiting(rail);
   while (total < max) {
     int n = srd_rail_reap(rail, &b);
     if (n < 0) return n;
