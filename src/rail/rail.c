@@ -155,11 +155,12 @@ static int open_endpoint(struct srd_rail *rail, int i) {
   if ((rc = srd_rail_name_shm_endpoint(rail, ep, i))) return rc;
   if ((rc = fi_ep_bind(ep, &rail->av->fid, 0))) return rc;
   if ((rc = fi_ep_bind(ep, &rail->cq->fid, FI_TRANSMIT | FI_RECV))) return rc;
-  /* LL128 across nodes is only safe with 128-byte ordered writes: ask efa for
-   * them where it offers the option (the tuner probes the same option). */
+  /* LL and LL128 across nodes are only safe with 128-byte ordered device
+   * writes (srd_ll_rule_for): ask efa for them on every endpoint (the tuner
+   * probes the same). */
   if (!strcmp(rail->info->fabric_attr->prov_name, "efa")) {
-    rail->ordered_128 = srd_efa_write_order_128(ep) == 1;
-    rail->keys_fence_writes = srd_efa_device_writes(ep) == 1;
+    rail->ordered_128 = (i == 0 || rail->ordered_128) && srd_efa_write_order_128(ep) == 1;
+    rail->keys_fence_writes = (i == 0 || rail->keys_fence_writes) && srd_efa_device_writes(ep) == 1;
   }
   /* GPU rails ask their provider for no CUDA calls of its own; where it
    * refuses, the device's GPU decision already knew (srd_gdr_device). */
