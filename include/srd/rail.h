@@ -130,8 +130,10 @@ struct srd_rail {
    * (efa) the completion's len is used, which efa fills in. */
   int len_in_data;
   int ordered_128;         /* efa promised 128-byte ordered writes */
+  bool device_writes;      /* efa: FI_OPT_EFA_EMULATED_WRITE reads false on every endpoint */
   /* A registration closed under a write in flight stops the rest of it: the
-   * NIC checks the key of every packet it places (efa whose device writes).
+   * NIC checks the key of every packet it places. Not promised by efa: only
+   * where the device writes and the user vouches (srd_efa_rekey_fences).
    * tcp, and efa emulating writes, check it once, at the write's start. */
   bool keys_fence_writes;
   /* Writes complete only once their data landed at the target (not when the

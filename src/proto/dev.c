@@ -118,7 +118,7 @@ static void check_ll(const struct srd_dev *dev) {
   int ordered = 1, device_writes = 1;
   for (int i = 0; i < dev->nrails; i++) {
     ordered &= dev->rails[i].ordered_128;
-    device_writes &= dev->rails[i].keys_fence_writes;
+    device_writes &= dev->rails[i].device_writes;
   }
   struct srd_ll_rule rule;
   srd_ll_rule_for(dev->rails[0].info->fabric_attr->prov_name, ordered, device_writes, &rule);

@@ -160,7 +160,9 @@ static int open_endpoint(struct srd_rail *rail, int i) {
    * probes the same). */
   if (!strcmp(rail->info->fabric_attr->prov_name, "efa")) {
     rail->ordered_128 = (i == 0 || rail->ordered_128) && srd_efa_write_order_128(ep) == 1;
-    rail->keys_fence_writes = (i == 0 || rail->keys_fence_writes) && srd_efa_device_writes(ep) == 1;
+    rail->device_writes = (i == 0 || rail->device_writes) && srd_efa_device_writes(ep) == 1;
+    rail->keys_fence_writes =
+        srd_efa_rekey_fences(rail->device_writes, (int)srd_param_int(SRD_PARAM_FAILOVER_REKEY));
   }
   /* GPU rails ask their provider for no CUDA calls of its own; where it
    * refuses, the device's GPU decision already knew (srd_gdr_device). */

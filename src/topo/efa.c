@@ -79,3 +79,15 @@ void srd_ll_rule_for(const char *provider, int ordered_128, int device_writes, s
     out->why = "efa granted 128-byte ordered device writes";
   }
 }
+
+/* A rail cut under a write rejoins only where new keys stop the rest of that
+ * write. efa does not promise it: fi_efa.7 says nothing of checking a key per
+ * packet; FI_OPT_EFA_EMULATED_WRITE reads only the local device
+ * (efa_rdm_ep_getopt: !efa_rdm_ep_support_rdma_write) while writes to a peer
+ * are emulated with sends wherever efa_rdm_rma_should_write_using_rdma says so
+ * (the peer without device writes, unsolicited write receive on one side
+ * only), and an emulated write's key is checked once, at its header
+ * (efa_rdm_pke_rtw.c: efa_rdm_rma_verified_copy_iov), its data packets copied
+ * after. So: only device writes, and only where the user vouches for every
+ * peer and the NIC. */
+int srd_efa_rekey_fences(int device_writes, int vouched) { return device_writes == 1 && vouched; }

@@ -766,6 +766,17 @@ TEST(Regs, RekeyMakesARailsRegistrationsAgainUnderNewKeys) {
 // whose device writes) its registrations get new keys at once and receives
 // whose clear-to-send named the old ones are marked; elsewhere (tcp) it
 // stays out for good and nothing is registered again.
+// efa promises neither a key check per packet nor device writes to every
+// peer (it emulates writes per peer while FI_OPT_EFA_EMULATED_WRITE reads
+// false): a cut efa rail rejoins under new keys only where the device writes
+// and the user vouched (NCCL_SRD_FAILOVER_REKEY=1); otherwise it stays out.
+TEST(EfaFailover, RekeyOnlyWithDeviceWritesAndTheUsersWord) {
+  EXPECT_FALSE(srd_efa_rekey_fences(1, 0)) << "device writes alone: the default keeps a cut rail out";
+  EXPECT_FALSE(srd_efa_rekey_fences(0, 1)) << "emulated writes check the key once, at the header";
+  EXPECT_FALSE(srd_efa_rekey_fences(-1, 1)) << "built without the option: unknown";
+  EXPECT_TRUE(srd_efa_rekey_fences(1, 1));
+}
+
 TEST_F(Proto, TaintedRailRekeysOnlyWhereKeysFenceWrites) {
   for (bool fence : {false, true}) {
     SCOPED_TRACE(fence ? "keys fence writes" : "keys do not fence writes");
