@@ -27,8 +27,9 @@
 #define RECV_BUFS_PER_EP 64
 #define SEND_BUFS 128
 #define MAX_HELD 64
-/* fi_recv refused for lack of room this many times in a row, with the CQ
- * read between tries, means the endpoint is stuck: give up on this buffer. */
+/* At setup, fi_recv refused for lack of room this many times in a row, with
+ * the CQ read between tries, means the endpoint is stuck: the rail does not
+ * open. */
 #define RECV_POST_TRIES 1000
 /* An endpoint that could post none of its receive buffers for this long
  * receives nothing: its rail fails. */
@@ -49,23 +50,26 @@ static struct srd_rail_buf *buf_at(struct srd_rail *rail, int i) {
   return (struct srd_rail_buf *)(rail->buf_mem + (size_t)i * buf_stride(rail));
 }
 
+static int recv_into(struct srd_rail *rail, struct srd_rail_buf *b) {
+  SRD_STAT(SRD_STAT_FI_RECV);
+  return (int)fi_recv(rail->ep[b->ep], b->data, rail->buf_size, rail->mr_local ? fi_mr_desc(rail->buf_mr) : NULL,
+                      FI_ADDR_UNSPEC, &b->op.fi_ctx);
+}
+
 static int post_recv_buf(struct srd_rail *rail, struct srd_rail_buf *b) {
   int rc, tries = 0;
-  SRD_STAT(SRD_STAT_FI_RECV);
   do {
-    rc = (int)fi_recv(rail->ep[b->ep], b->data, rail->buf_size, rail->mr_local ? fi_mr_desc(rail->buf_mr) : NULL,
-                      FI_ADDR_UNSPEC, &b->op.fi_ctx);
+    rc = recv_into(rail, b);
     if (rc == -FI_EAGAIN) fi_cq_read(rail->cq, NULL, 0);
   } while (rc == -FI_EAGAIN && ++tries < RECV_POST_TRIES);
   if (rc) SRD_WARN("rail %s: fi_recv failed: %s", rail->name, fi_strerror(-rc));
   return rc;
 }
 
+/* A repost; the test mode refuses every Nth. */
 static int post_one(struct srd_rail *rail, struct srd_rail_buf *b) {
-  SRD_STAT(SRD_STAT_FI_RECV);
   if (rail->recv_refuse && ++rail->recv_reposts % (unsigned)rail->recv_refuse == 0) return -FI_ENOMEM;
-  return (int)fi_recv(rail->ep[b->ep], b->data, rail->buf_size, rail->mr_local ? fi_mr_desc(rail->buf_mr) : NULL,
-                      FI_ADDR_UNSPEC, &b->op.fi_ctx);
+  return recv_into(rail, b);
 }
 
 /* A receive buffer back to the provider after its message was handed on.
