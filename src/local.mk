@@ -4,7 +4,7 @@ libsrd_util_la_SOURCES = src/util/log.c src/util/param.c src/util/sys.c src/util
 libsrd_util_la_LIBADD = -lpthread -ldl
 
 libsrd_core_la_SOURCES = \
-	src/rail/rail.c src/rail/rail_mr.c src/rail/rail_write.c src/rail/rail_listen.c \
+	src/rail/rail.c src/rail/rail_mr.c src/rail/rail_write.c src/rail/rail_listen.c src/rail/av_index.c \
 	src/rail/shm_names.c \
 	src/mr/mr_cache.c \
 	src/wire/wire.c src/sched/sched.c \

@@ -48,8 +48,9 @@ check_PROGRAMS += $(SRD_FUNCTIONAL_TESTS) $(SRD_ABI_TESTS)
 # lanes runs from threads.sh (with its LeakSanitizer note, lanes.lsan).
 check_PROGRAMS += tests/functional/lanes
 TESTS += $(SRD_ABI_TESTS) tests/abi/exports.sh $(SRD_FUNCTIONAL_TESTS) tests/functional/reorder.sh \
-	tests/functional/threads.sh
-EXTRA_DIST += tests/abi/exports.sh tests/functional/reorder.sh tests/functional/threads.sh tests/functional/lanes.lsan
+	tests/functional/recv-refuse.sh tests/functional/threads.sh
+EXTRA_DIST += tests/abi/exports.sh tests/functional/reorder.sh tests/functional/recv-refuse.sh \
+	tests/functional/threads.sh tests/functional/lanes.lsan
 
 tests_functional_manycomms_SOURCES = tests/functional/manycomms.c
 tests_functional_manycomms_CPPFLAGS = $(SRD_TEST_CPPFLAGS)
@@ -151,7 +152,7 @@ SRD_UNIT_TESTS = \
 	tests/util/param_test tests/util/cuda_test \
 	tests/mr/mr_test \
 	tests/topo/group_test tests/topo/ifname_test tests/topo/gdr_test \
-	tests/proto/proto_test tests/wire/wire_test tests/sched/sched_test \
+	tests/proto/proto_test tests/rail/av_index_test tests/wire/wire_test tests/sched/sched_test \
 	tests/tools/perf_args_test tests/tools/perf_stats_test tests/tools/json_writer_test \
 	tests/tuner/model_test tests/tuner/rules_test tests/tuner/abi_test
 check_PROGRAMS += $(SRD_UNIT_TESTS)
@@ -186,6 +187,8 @@ tests_topo_ifname_test_LDADD = libsrd_topo.la libsrd_util.la $(SRD_GTEST_LIBS)
 tests_proto_proto_test_SOURCES = tests/proto/proto_test.cc tests/lib/fake_cuda.h
 tests_proto_proto_test_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/lib
 tests_proto_proto_test_LDADD = $(SRD_UNIT_LDADD) -ldl
+tests_rail_av_index_test_SOURCES = tests/rail/av_index_test.cc
+tests_rail_av_index_test_LDADD = $(SRD_UNIT_LDADD)
 tests_wire_wire_test_SOURCES = tests/wire/wire_test.cc
 tests_wire_wire_test_LDADD = $(SRD_UNIT_LDADD)
 tests_sched_sched_test_SOURCES = tests/sched/sched_test.cc

@@ -15,6 +15,7 @@
  * the choice never flaps between neighbouring sizes. */
 #include <string.h>
 
+#include "srd/topo.h"
 #include "srd/tuner.h"
 
 /* ---- Provider classes ---------------------------------------------------------
@@ -79,7 +80,7 @@ static int ceil_log2(int n) {
 
 static int has_prefix(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
 
-void srd_tuner_net_defaults(struct srd_tuner_net *net, const char *provider, int loopback, int ll128_probe_ok) {
+void srd_tuner_net_defaults(struct srd_tuner_net *net, const char *provider, int loopback, int ordered_ok) {
   if (provider) {
     size_t n = strlen(provider);
     if (n >= sizeof(net->provider)) n = sizeof(net->provider) - 1;
@@ -89,14 +90,14 @@ void srd_tuner_net_defaults(struct srd_tuner_net *net, const char *provider, int
     net->provider[0] = 0;
   }
   net->gdr_flush = 0;
-  net->ll128_in_order = 0;
+  struct srd_ll_rule rule;
+  srd_ll_rule_for(provider, ordered_ok ? 1 : 0, ordered_ok ? 1 : 0, &rule);
+  net->ll128_in_order = rule.ll128;
+  net->ll_safe = rule.ll;
   if (provider && has_prefix(provider, "efa")) {
     net->hop_us = EFA_HOP_US;
     net->efficiency = EFA_EFFICIENCY;
     net->gdr_flush = 1;
-    /* Only EFA promises in-order 128-byte writes, and only where the device
-     * accepted the endpoint option. */
-    net->ll128_in_order = ll128_probe_ok ? 1 : 0;
   } else if (provider && has_prefix(provider, "shm")) {
     net->hop_us = SHM_HOP_US;
     net->efficiency = SHM_EFFICIENCY;
@@ -122,6 +123,10 @@ void srd_tuner_comm_init(struct srd_tuner_comm *comm, size_t nranks, size_t nnod
 
 int srd_model_ll128_safe(const struct srd_tuner_net *net, const struct srd_tuner_comm *comm) {
   return comm->net_nodes <= 1 || net->ll128_in_order;
+}
+
+int srd_model_ll_safe(const struct srd_tuner_net *net, const struct srd_tuner_comm *comm) {
+  return comm->net_nodes <= 1 || net->ll_safe;
 }
 
 /* Network bytes per microsecond the node sustains for one protocol. */

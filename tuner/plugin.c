@@ -119,6 +119,7 @@ static int fill_allowed(const struct srd_tuner *t, const struct srd_tuner_reques
     for (int p = 0; p < SRD_PROTO_COUNT; p++) {
       int ok = rq->table ? nccl_cost(rq, a, p) >= 0 : v2_enabled(rq->coll, a);
       if (p == SRD_PROTO_LL128 && !srd_model_ll128_safe(&t->net, &t->comm)) ok = 0;
+      if (p == SRD_PROTO_LL && !srd_model_ll_safe(&t->net, &t->comm)) ok = 0;
       if (rule && rule->algo != SRD_RULE_ANY && rule->algo != a) ok = 0;
       if (rule && rule->proto != SRD_RULE_ANY && rule->proto != p) ok = 0;
       allowed[a][p] = ok;
@@ -222,7 +223,7 @@ void srd_tuner_decide(struct srd_tuner *t, const struct srd_tuner_request *rq, s
    * network hop (a few us in its table, 20-40 us over tcp). So where both
    * picks cross the network equally often (any two at 2 nodes, or a protocol
    * change alone), the model's constants are no better than NCCL's: measured
-   * on the device, such overrides lost 20-55%. An unsafe LL128 pick is never
+   * on the device, such overrides lost 20-55%. An unsafe LL or LL128 pick is never
    * allowed, so it is always replaced. */
   char margin_note[128];
   if (out->algo >= 0 && !rule && model_active && nccl_a >= 0 && nccl_a < SRD_ALGO_COUNT && nccl_p >= 0 &&

@@ -5,14 +5,10 @@
 #include "config.h"
 
 #include <pthread.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 #include <rdma/fabric.h>
-#include <rdma/fi_domain.h>
-#include <rdma/fi_endpoint.h>
-#include <rdma/fi_ext.h>
 
 #include "srd/gdr.h"
 #include "srd/log.h"
@@ -20,34 +16,16 @@
 #include "srd/topo.h"
 #include "srd/tuner.h"
 
-#if HAVE_DECL_FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES
-/* The option is accepted only where the device really writes 128-byte aligned
- * blocks in order; the net plugin sets the same option on its endpoints. */
-static int probe_efa_in_order(struct fi_info *info) {
-  struct fid_fabric *fabric = NULL;
-  struct fid_domain *domain = NULL;
-  struct fid_ep *ep = NULL;
-  int ok = 0;
-  if (fi_fabric(info->fabric_attr, &fabric, NULL) || fi_domain(fabric, info, &domain, NULL) ||
-      fi_endpoint(domain, info, &ep, NULL))
-    goto out;
-  bool on = true;
-  ok = fi_setopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES, &on, sizeof(on)) == 0;
-out:
-  if (ep) fi_close(&ep->fid);
-  if (domain) fi_close(&domain->fid);
-  if (fabric) fi_close(&fabric->fid);
-  return ok;
-}
-#endif
-
-static int probe_ll128(const struct srd_nic_list *nics) {
-#if HAVE_DECL_FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES
-  if (strncmp(nics->provider, "efa", 3) == 0 && nics->n > 0) return probe_efa_in_order(nics->nics[0].info);
-#else
-  (void)nics;
-#endif
-  return 0;
+/* efa: every NIC's endpoint granted 128-byte ordered writes and writes with
+ * its device (srd_ll_rule_for); the net plugin asks the same of its endpoints. */
+static int probe_ordered(const struct srd_nic_list *nics) {
+  if (strncmp(nics->provider, "efa", 3) || nics->n == 0) return 0;
+  for (int i = 0; i < nics->n; i++) {
+    int ordered, device_writes;
+    srd_efa_probe(nics->nics[i].info, &ordered, &device_writes);
+    if (ordered != 1 || device_writes != 1) return 0;
+  }
+  return 1;
 }
 
 static struct srd_tuner_net discovered;
@@ -86,7 +64,7 @@ static void discover(void) {
     for (int g = 0; g < topo.ngroups; g++) rails += topo.groups[g].nnics;
     net->rails_per_gpu = (rails + topo.ngroups - 1) / topo.ngroups;
   }
-  srd_tuner_net_defaults(net, nics.provider, loopback, probe_ll128(&nics));
+  srd_tuner_net_defaults(net, nics.provider, loopback, probe_ordered(&nics));
   /* The flush is paid only where the net plugin's own GPU decision asks for
    * one: same inputs, same rule (src/topo/gdr.c). */
   if (grouped) {
@@ -97,10 +75,11 @@ static void discover(void) {
     net->gdr_flush = dec.gpu && dec.flush;
   }
   SRD_INFO(NCCL_INIT | NCCL_TUNING,
-           "tuner: provider %s%s, %d NIC(s) per node, %d per GPU, %.0f Gbit/s each; hop %.0f us; LL128 over the "
-           "network %s; GPU receive flush %s",
+           "tuner: provider %s%s, %d NIC(s) per node, %d per GPU, %.0f Gbit/s each; hop %.0f us; LL over the "
+           "network %s; LL128 over the network %s; GPU receive flush %s",
            net->provider, loopback ? " (loopback)" : "", net->rails_per_node, net->rails_per_gpu, net->rail_gbps,
-           net->hop_us, net->ll128_in_order ? "safe (in-order 128-byte writes)" : "unsafe: never chosen",
+           net->hop_us, net->ll_safe ? "allowed" : "unsafe: never chosen",
+           net->ll128_in_order ? "safe (in-order 128-byte writes)" : "unsafe: never chosen",
            net->gdr_flush ? "modelled" : "none");
   srd_topo_free(&nics);
 }

@@ -21,7 +21,9 @@ enum srd_param {
   SRD_PARAM_CLOSE_TIMEOUT_MS, /* int: how long close waits for in-flight operations */
   SRD_PARAM_FAILOVER,         /* bool: a failed rail's work moves to the others */
   SRD_PARAM_RAIL_HOLDDOWN_MS, /* int: link up this long before a failed rail is probed to rejoin */
+  SRD_PARAM_FAILOVER_REKEY,   /* bool: on efa, a cut rail rejoins under new keys (the user vouches for the NIC) */
   SRD_PARAM_TEST_REORDER,     /* bool: shuffle and delay completions (tests) */
+  SRD_PARAM_TEST_RECV_REFUSE, /* int: refuse every Nth repost of a receive buffer (tests; 0: never) */
   SRD_PARAM_TOPO_FILE,        /* string: hwloc XML to use instead of the machine */
   SRD_PARAM_TUNER_CONFIG,     /* string: tuner rule file */
   SRD_PARAM_PROGRESS_THREADS, /* int: progress threads per NIC (-1: automatic; 0: NCCL's thread polls) */

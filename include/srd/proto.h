@@ -47,6 +47,7 @@ typedef std::atomic<int> atomic_int;
 #define SRD_REQS_PER_COMM SRD_RECV_SLOTS /* a receive's slot travels in the immediate data */
 #define SRD_CTS_RECORDS 48
 #define SRD_SENT_TAGS 1024    /* tags of eager sends, for a clear-to-send that comes later */
+#define SRD_PENDING_REFUSALS 4 /* refusals in a row that end a pass over the pending comms: the provider is full */
 
 struct srd_comm;
 
@@ -96,7 +97,7 @@ struct srd_req {
   uint8_t remote_slot;  /* the peer's receive, from its clear-to-send */
   uint64_t raddr;
   uint64_t rkey[SRD_MAX_RAILS]; /* by local rail: the key of the remote rail it writes to */
-  struct srd_req *next_pending; /* also the pool's free list */
+  struct srd_req *next_pending, *prev_pending; /* on its comm's pending list; next: also the pool's free list */
   struct srd_stripe stripes[SRD_MAX_STRIPES];
   struct srd_rail_write ops[SRD_REQ_OPS];
 };
@@ -186,6 +187,11 @@ struct srd_comm {
   unsigned ctrl_cursor, sched_cursor;
   int ops_in_flight;    /* posted operations whose completion is pending */
   int reqs_in_flight;
+  /* Requests whose stripes or clear-to-send the provider refused for now
+   * (-FI_EAGAIN), in order; while there are some the comm is on the device's
+   * ring of pending comms (pend_next: NULL when off it). */
+  struct srd_req *pending_head, *pending_tail;
+  struct srd_comm *pend_next, *pend_prev;
   uint64_t last_heard_ms, last_ping_ms;
   bool ping_refused;     /* the provider refused the last probe (try later) */
   uint64_t last_wait_ms; /* last isend that found no clear-to-send */
@@ -386,7 +392,10 @@ struct srd_dev {
    * last scan found any. */
   uint64_t silent_warn_next_ms, silent_warn_gap_ms;
   bool silent_warned;
-  struct srd_req *pending_head, *pending_tail; /* sends with stripes to post */
+  /* The ring of comms with refused work (srd_proto_post_pending): the comm
+   * whose turn is next, and how many are on it. */
+  struct srd_comm *pending;
+  int npending;
   struct srd_resend *resends; /* re-sent stripes the provider holds */
   struct srd_rail_mrs *regs;  /* every registration (src/proto/regs.c) */
   /* Closed comms the provider still holds operations of: freed when those

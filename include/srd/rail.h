@@ -79,9 +79,28 @@ struct srd_rail_handlers {
 struct srd_av_entry {
   uint8_t name[SRD_EP_NAME_MAX];
   fi_addr_t addr;
-  int refs;
-  bool kept; /* no comm uses it, but it stays in the provider's AV (keep_av) */
+  int refs;                /* 0: free, on the free chain */
+  int next_free;
+  bool kept; /* no comm uses it; it stays in the provider's AV (keep_av), refs held at 1 by the rail */
 };
+
+/* Inserted peer addresses by name and by fi_addr, O(1) each
+ * (src/rail/av_index.c). */
+struct srd_av_index {
+  struct srd_av_entry *e;
+  int cap, used, free_head; /* used: live entries; free_head: -1 when none */
+  int *by_name, *by_addr;   /* open-addressing tables of entry indexes, -1 empty */
+  unsigned mask;            /* buckets - 1 */
+  size_t name_len;
+};
+void srd_av_index_init(struct srd_av_index *x, size_t name_len);
+void srd_av_index_free(struct srd_av_index *x);
+/* The entry's index, or -1. */
+int srd_av_index_find_name(const struct srd_av_index *x, const void *name);
+int srd_av_index_find_addr(const struct srd_av_index *x, fi_addr_t addr);
+/* A new entry of one reference: its index, or -FI_ENOMEM. */
+int srd_av_index_add(struct srd_av_index *x, const void *name, fi_addr_t addr);
+void srd_av_index_del(struct srd_av_index *x, int i);
 
 struct srd_rail_buf {
   struct srd_op op;
@@ -112,8 +131,10 @@ struct srd_rail {
    * (efa) the completion's len is used, which efa fills in. */
   int len_in_data;
   int ordered_128;         /* efa promised 128-byte ordered writes */
+  bool device_writes;      /* efa: FI_OPT_EFA_EMULATED_WRITE reads false on every endpoint */
   /* A registration closed under a write in flight stops the rest of it: the
-   * NIC checks the key of every packet it places (efa whose device writes).
+   * NIC checks the key of every packet it places. Not promised by efa: only
+   * where the device writes and the user vouches (srd_efa_rekey_fences).
    * tcp, and efa emulating writes, check it once, at the write's start. */
   bool keys_fence_writes;
   /* Writes complete only once their data landed at the target (not when the
@@ -131,11 +152,18 @@ struct srd_rail {
   struct srd_rail_buf *free_send;
   int nfree_send;
   int reorder;             /* test mode: shuffle and delay completions */
+  int recv_refuse;         /* test mode: refuse every Nth repost (recv_reposts counts them) */
+  unsigned recv_reposts;
+  /* Receive buffers the provider would not take back, offered again at every
+   * poll; by endpoint, how many wait (all of one endpoint's: the rail fails). */
+  struct srd_rail_buf *unposted;
+  int unposted_on[SRD_MAX_EPS_PER_RAIL];
+  unsigned recv_refusals;  /* in all: logged at powers of two */
+  uint64_t starved_since_ms; /* an endpoint has had every buffer waiting since (0: none has) */
   /* Peers' addresses, each inserted once and reference counted: several comms
    * to one peer share an entry, and some providers return the same fi_addr
    * for a repeated insert, so removing it for one comm would break another. */
-  struct srd_av_entry *av_entries;
-  int nav, cap_av;
+  struct srd_av_index av_index;
   /* shm: a peer's address is never removed from the AV while the rail lives.
    * Removing it unmaps the peer's region (smr_av_remove -> smr_map_del ->
    * smr_unmap_region, 1.17 and 2.6) while the endpoint may still hold

@@ -92,6 +92,20 @@ int srd_efa_write_order_128(struct fid_ep *ep);
 /* Does an efa endpoint's device write (1), or does the provider emulate
  * writes (0)? -1: it cannot say (or built without the option). */
 int srd_efa_device_writes(struct fid_ep *ep);
+/* Whether a rail cut under writes may rejoin under new keys (src/topo/efa.c):
+ * device writes (srd_efa_device_writes) and the user's NCCL_SRD_FAILOVER_REKEY. */
+int srd_efa_rekey_fences(int device_writes, int vouched);
+/* Both, on a scratch endpoint of info (-1 each where it cannot be opened). */
+void srd_efa_probe(const struct fi_info *info, int *ordered_128, int *device_writes);
+
+/* Whether NCCL's LL and LL128 may cross the network over this provider, from
+ * what its endpoints promised (src/topo/efa.c; DESIGN.md "efa: protocol
+ * guarantees"). The tuner, the plugin and srd-info all decide by it. */
+struct srd_ll_rule {
+  int ll, ll128;
+  const char *why;
+};
+void srd_ll_rule_for(const char *provider, int ordered_128, int device_writes, struct srd_ll_rule *out);
 
 /* Link speed assumed when neither libfabric nor sysfs reports one. */
 #define SRD_DEFAULT_SPEED_MBPS 10000

@@ -50,11 +50,14 @@ struct srd_tuner_net {
   double efficiency;     /* fraction of the link speed a large transfer reaches */
   int gdr_flush;         /* SIMPLE receives into GPU memory pay a flush per step */
   int ll128_in_order;    /* 128-byte aligned writes land whole and in order */
+  int ll_safe;           /* LL's flagged 8-byte lines land whole (srd_ll_rule_for) */
 };
 
-/* Fill hop_us, efficiency, gdr_flush and ll128_in_order from the provider's
- * class (see model.c for the constants and why); the caller sets the rails. */
-void srd_tuner_net_defaults(struct srd_tuner_net *net, const char *provider, int loopback, int ll128_probe_ok);
+/* Fill hop_us, efficiency, gdr_flush, ll128_in_order and ll_safe from the
+ * provider's class (see model.c for the constants and why); ordered_ok: efa's
+ * endpoints all granted 128-byte ordered device writes. The caller sets the
+ * rails. */
+void srd_tuner_net_defaults(struct srd_tuner_net *net, const char *provider, int loopback, int ordered_ok);
 
 /* The communicator as the model sees it. */
 struct srd_tuner_comm {
@@ -82,6 +85,8 @@ int srd_model_net_steps(const struct srd_tuner_comm *comm, int coll, int algo);
 
 /* LL128 is safe across the network only with in-order 128-byte writes. */
 int srd_model_ll128_safe(const struct srd_tuner_net *net, const struct srd_tuner_comm *comm);
+/* LL across the network: not on efa without them (srd_ll_rule_for). */
+int srd_model_ll_safe(const struct srd_tuner_net *net, const struct srd_tuner_comm *comm);
 
 /* ---- Rules (NCCL_SRD_TUNER_CONFIG) -------------------------------------------- */
 

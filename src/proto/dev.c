@@ -108,6 +108,36 @@ static int auto_threads(const struct srd_dev *dev) {
   return t;
 }
 
+/* NCCL's LL and LL128 across nodes (srd_ll_rule_for): the srd tuner keeps
+ * them out of collectives where they are unsafe. Point-to-point LL over a
+ * network plugin runs only where the user had NCCL allocate LL buffers for it
+ * (NCCL_ALLOC_P2P_NET_LL_BUFFERS=1, or NCCL_NET_SHARED_BUFFERS=0: net.cc), and
+ * no tuner sees it; another tuner does not know the rule. Say so, with the
+ * remedy: we set no one's variables. */
+static void check_ll(const struct srd_dev *dev) {
+  int ordered = 1, device_writes = 1;
+  for (int i = 0; i < dev->nrails; i++) {
+    ordered &= dev->rails[i].ordered_128;
+    device_writes &= dev->rails[i].device_writes;
+  }
+  struct srd_ll_rule rule;
+  srd_ll_rule_for(dev->rails[0].info->fabric_attr->prov_name, ordered, device_writes, &rule);
+  if (rule.ll) return;
+  SRD_INFO(NCCL_INIT | NCCL_NET, "device %d: NCCL's LL and LL128 across nodes are unsafe here (%s); the srd tuner "
+           "never picks them", dev->index, rule.why);
+  const char *p2p_ll = getenv("NCCL_ALLOC_P2P_NET_LL_BUFFERS"), *shared = getenv("NCCL_NET_SHARED_BUFFERS");
+  const char *tuner = getenv("NCCL_TUNER_PLUGIN"), *proto = getenv("NCCL_PROTO");
+  const char *p2p = p2p_ll && !strcmp(p2p_ll, "1")   ? "NCCL_ALLOC_P2P_NET_LL_BUFFERS=1"
+                    : shared && !strcmp(shared, "0") ? "NCCL_NET_SHARED_BUFFERS=0"
+                                                     : NULL;
+  if (p2p)
+    SRD_WARN("device %d: %s has NCCL send small point-to-point messages with LL over the network, which is unsafe "
+             "here (%s): unset it, or set NCCL_PROTO=Simple", dev->index, p2p, rule.why);
+  if (tuner && *tuner && !strstr(tuner, "srd") && !proto)
+    SRD_WARN("device %d: NCCL_TUNER_PLUGIN=%s replaces the srd tuner, which keeps LL and LL128 off here (%s): set "
+             "NCCL_PROTO=Simple", dev->index, tuner, rule.why);
+}
+
 int srd_dev_open(struct srd_dev *dev) {
   dev->neps = (int)srd_param_int(SRD_PARAM_EPS_PER_RAIL);
   dev->eager_max = (size_t)srd_param_int(SRD_PARAM_EAGER_MAX);
@@ -144,6 +174,7 @@ int srd_dev_open(struct srd_dev *dev) {
   dev->sched.max_write = max_write;
   dev->next_listener_id = (uint32_t)srd_random64();
   srd_dev_failover_init(dev);
+  check_ll(dev);
   /* Asked for explicitly: the threads run from the start. */
   if (set > 0 && dev->lanes_per_nic > 1) srd_dev_start_lanes(dev, false);
   SRD_INFO(NCCL_INIT | NCCL_NET, "device %d: %d NIC(s) x %d lane(s) = %d rail(s), %d endpoint(s) each, %d path(s); "
@@ -185,7 +216,7 @@ void srd_dev_progress_without_cqs(struct srd_dev *dev) {
     dev->want_lanes = false;
     if (!dev->threaded) srd_dev_start_lanes(dev, true);
   }
-  if (dev->pending_head) srd_proto_post_pending(dev);
+  if (dev->pending) srd_proto_post_pending(dev);
   uint64_t now = srd_now_ms();
   if (now - dev->last_scan_ms >= SCAN_INTERVAL_MS) {
     dev->last_scan_ms = now;

@@ -138,7 +138,8 @@ void srd_comm_rail_failed(struct srd_comm *c, int l, const char *why) {
 
 /* The peer's writes into rail l were cut off. Where the NIC checks the key
  * of every packet it places (rail->keys_fence_writes: efa whose device
- * writes), new keys stop the rest of them, so they change now, before the
+ * writes, vouched for by the user: efa does not promise it), new keys stop
+ * the rest of them, so they change now, before the
  * link can return; the rail rejoins once no receive whose clear-to-send
  * named an old key is open (a write for it there would be refused).
  * Elsewhere (tcp;ofi_rxm) the key is checked once, at a write's header: the
@@ -150,8 +151,8 @@ static void taint(struct srd_dev *dev, int l) {
   if (h->tainted) return;
   h->tainted = true;
   if (!dev->rails[l].keys_fence_writes) {
-    h->out_for_good = "the rest of a write cut off in its middle would land in reused buffers "
-                      "(the provider checks keys once per write, and cannot drop the connection under it)";
+    h->out_for_good = "the rest of a write cut off in its middle could land in reused buffers (no provider "
+                      "promises to check keys per packet: see NCCL_SRD_FAILOVER_REKEY for efa)";
     return;
   }
   if (srd_dev_rekey_rail(dev, l) != SRD_OK) {

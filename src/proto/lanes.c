@@ -189,8 +189,10 @@ static void *lane_main(void *arg) {
       sleep_us(LANE_FAILED_SLEEP_US);
       continue;
     }
-    /* In the reorder test mode an empty batch releases held completions. */
-    if (n > 0 || rail->reorder) {
+    /* In the reorder test mode an empty batch releases held completions;
+     * receive buffers the provider refused are offered again by dispatch
+     * (only this thread dispatches its rail once it runs). */
+    if (n > 0 || rail->reorder || rail->unposted) {
       lane_lock(dev);
       srd_rail_dispatch(rail, &b);
       srd_dev_progress_without_cqs(dev);

@@ -22,6 +22,7 @@ static struct srd_req *pool_take(struct srd_dev *dev) {
 static void recycle(struct srd_req *r) {
   struct srd_comm *c = r->comm;
   struct srd_dev *dev = c->dev;
+  srd_pending_remove(r); /* a comm freed with refused work leaves the ring */
   r->in_use = false;
   c->reqs[r->slot] = NULL;
   if (!c->is_send) {
@@ -51,7 +52,7 @@ struct srd_req *srd_req_get(struct srd_comm *c, enum srd_req_kind kind) {
   r->n = r->entries_done = 0;
   r->nstripes = r->posted = r->completed = 0;
   r->stripes_done = r->resend = 0;
-  r->next_pending = NULL;
+  r->next_pending = r->prev_pending = NULL;
   c->reqs[i] = r;
   c->reqs_in_flight++;
   return r;
@@ -82,24 +83,59 @@ void srd_pools_free(struct srd_dev *dev) {
   }
 }
 
+/* The ring of comms with refused work, in the order they get their turns:
+ * a comm joins before the one whose turn is next (at the ring's end). */
+static void ring_join(struct srd_comm *c) {
+  struct srd_dev *dev = c->dev;
+  struct srd_comm *next = dev->pending;
+  if (!next) {
+    c->pend_next = c->pend_prev = c;
+    dev->pending = c;
+  } else {
+    c->pend_next = next;
+    c->pend_prev = next->pend_prev;
+    next->pend_prev->pend_next = c;
+    next->pend_prev = c;
+  }
+  dev->npending++;
+}
+
+static void ring_leave(struct srd_comm *c) {
+  struct srd_dev *dev = c->dev;
+  if (!c->pend_next) return;
+  if (c->pend_next == c) {
+    dev->pending = NULL;
+  } else {
+    c->pend_prev->pend_next = c->pend_next;
+    c->pend_next->pend_prev = c->pend_prev;
+    if (dev->pending == c) dev->pending = c->pend_next; /* its turn passes on */
+  }
+  c->pend_next = c->pend_prev = NULL;
+  dev->npending--;
+}
+
 void srd_pending_remove(struct srd_req *r) {
-  struct srd_dev *dev = r->comm->dev;
-  struct srd_req **p = &dev->pending_head, *prev = NULL;
-  while (*p && *p != r) prev = *p, p = &(*p)->next_pending;
-  if (!*p) return;
-  *p = r->next_pending;
-  if (dev->pending_tail == r) dev->pending_tail = prev;
+  struct srd_comm *c = r->comm;
+  if (!r->on_pending) return;
+  if (r->prev_pending) r->prev_pending->next_pending = r->next_pending;
+  else c->pending_head = r->next_pending;
+  if (r->next_pending) r->next_pending->prev_pending = r->prev_pending;
+  else c->pending_tail = r->prev_pending;
+  r->next_pending = r->prev_pending = NULL;
   r->on_pending = false;
+  if (!c->pending_head) ring_leave(c);
 }
 
 void srd_pending_add(struct srd_req *r) {
-  struct srd_dev *dev = r->comm->dev;
+  struct srd_comm *c = r->comm;
   if (r->on_pending) return;
   r->on_pending = true;
   r->next_pending = NULL;
-  if (dev->pending_tail) dev->pending_tail->next_pending = r;
-  else dev->pending_head = r;
-  dev->pending_tail = r;
+  r->prev_pending = c->pending_tail;
+  if (c->pending_tail) c->pending_tail->next_pending = r;
+  else c->pending_head = r;
+  c->pending_tail = r;
+  if (!c->pend_next) ring_join(c);
 }
 
 void srd_req_finish(struct srd_req *r, int result) {

@@ -271,18 +271,33 @@ bool srd_proto_resend_stripes(struct srd_comm *c, int l) {
   return moved;
 }
 
-void srd_proto_post_pending(struct srd_dev *dev) {
-  struct srd_req *r = dev->pending_head;
-  while (r) {
-    struct srd_req *next = r->next_pending;
+/* A comm's refused work in order, until the provider refuses again. */
+static int post_comm_pending(struct srd_comm *c) {
+  while (c->pending_head) {
+    struct srd_req *r = c->pending_head;
     int rc = r->kind == SRD_REQ_SEND ? post_stripes(r) : srd_proto_post_cts(r);
-    if (rc == SRD_AGAIN) break; /* the queue is full: keep the order */
-    if (r->on_pending) {
-      dev->pending_head = next;
-      if (!next) dev->pending_tail = NULL;
-      r->on_pending = false;
-    }
-    r = next;
+    if (rc == SRD_AGAIN) return rc;
+    srd_pending_remove(r);
+  }
+  return SRD_OK;
+}
+
+/* efa refuses per peer (a peer in receiver-not-ready backoff, writes queued
+ * for a peer's handshake: efa_rdm_rma_generic_writemsg,
+ * efa_rdm_msg_generic_send, efa_rdm_ep_enforce_handshake_for_txe), so one
+ * refusal says nothing of the other comms: each comm on the ring gets a turn,
+ * in order from where the last pass stopped, and keeps its own order. A pass
+ * ends after every comm's turn, or after SRD_PENDING_REFUSALS refusals in a
+ * row (the provider is full, not one peer): the next pass starts after the
+ * last comm refused, so none waits behind peers that keep refusing. */
+void srd_proto_post_pending(struct srd_dev *dev) {
+  int turns = dev->npending, refusals = 0;
+  while (turns-- > 0 && dev->pending) {
+    struct srd_comm *c = dev->pending;
+    int rc = post_comm_pending(c);
+    if (dev->pending == c) dev->pending = c->pend_next; /* still waiting: the next comm's turn */
+    if (rc != SRD_AGAIN) refusals = 0;
+    else if (++refusals == SRD_PENDING_REFUSALS) break;
   }
 }
 

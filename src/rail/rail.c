@@ -27,9 +27,13 @@
 #define RECV_BUFS_PER_EP 64
 #define SEND_BUFS 128
 #define MAX_HELD 64
-/* fi_recv refused for lack of room this many times in a row, with the CQ
- * read between tries, means the endpoint is stuck: give up on this buffer. */
+/* At setup, fi_recv refused for lack of room this many times in a row, with
+ * the CQ read between tries, means the endpoint is stuck: the rail does not
+ * open. */
 #define RECV_POST_TRIES 1000
+/* An endpoint that could post none of its receive buffers for this long
+ * receives nothing: its rail fails. */
+#define RECV_STARVED_MS 2000
 #define FLUSH_SCRATCH 64
 #define FLUSH_READ_BYTES 4
 
@@ -46,16 +50,67 @@ static struct srd_rail_buf *buf_at(struct srd_rail *rail, int i) {
   return (struct srd_rail_buf *)(rail->buf_mem + (size_t)i * buf_stride(rail));
 }
 
+static int recv_into(struct srd_rail *rail, struct srd_rail_buf *b) {
+  SRD_STAT(SRD_STAT_FI_RECV);
+  return (int)fi_recv(rail->ep[b->ep], b->data, rail->buf_size, rail->mr_local ? fi_mr_desc(rail->buf_mr) : NULL,
+                      FI_ADDR_UNSPEC, &b->op.fi_ctx);
+}
+
 static int post_recv_buf(struct srd_rail *rail, struct srd_rail_buf *b) {
   int rc, tries = 0;
-  SRD_STAT(SRD_STAT_FI_RECV);
   do {
-    rc = (int)fi_recv(rail->ep[b->ep], b->data, rail->buf_size, rail->mr_local ? fi_mr_desc(rail->buf_mr) : NULL,
-                      FI_ADDR_UNSPEC, &b->op.fi_ctx);
+    rc = recv_into(rail, b);
     if (rc == -FI_EAGAIN) fi_cq_read(rail->cq, NULL, 0);
   } while (rc == -FI_EAGAIN && ++tries < RECV_POST_TRIES);
   if (rc) SRD_WARN("rail %s: fi_recv failed: %s", rail->name, fi_strerror(-rc));
   return rc;
+}
+
+/* A repost; the test mode refuses every Nth. */
+static int post_one(struct srd_rail *rail, struct srd_rail_buf *b) {
+  if (rail->recv_refuse && ++rail->recv_reposts % (unsigned)rail->recv_refuse == 0) return -FI_ENOMEM;
+  return recv_into(rail, b);
+}
+
+/* A receive buffer back to the provider after its message was handed on.
+ * One the provider refuses is not lost: it waits on rail->unposted and is
+ * offered again at every poll (repost_waiting). */
+static void repost(struct srd_rail *rail, struct srd_rail_buf *b) {
+  int rc = post_one(rail, b);
+  if (!rc) return;
+  b->next = rail->unposted;
+  rail->unposted = b;
+  int waiting = ++rail->unposted_on[b->ep];
+  unsigned refusals = ++rail->recv_refusals;
+  if (!(refusals & (refusals - 1)))
+    SRD_WARN("rail %s: the provider refused to take a receive buffer back %u time(s) (%s); endpoint %d has %d waiting",
+             rail->name, refusals, fi_strerror(-rc), b->ep, waiting);
+}
+
+/* The buffers the provider refused, offered again in turn; when it refuses
+ * one, the rest wait for the next poll. An endpoint all of whose buffers
+ * waited for RECV_STARVED_MS can receive nothing: the rail fails (its health
+ * goes down: failover, or its comms fail), with the provider's answer in the
+ * log. */
+static void repost_waiting(struct srd_rail *rail) {
+  while (rail->unposted) {
+    struct srd_rail_buf *b = rail->unposted;
+    int rc = post_one(rail, b);
+    if (rc) {
+      if (rail->unposted_on[b->ep] < RECV_BUFS_PER_EP || rail->failed) return;
+      uint64_t now = srd_now_ms();
+      if (!rail->starved_since_ms) rail->starved_since_ms = now;
+      else if (now - rail->starved_since_ms > RECV_STARVED_MS) {
+        SRD_WARN("rail %s: endpoint %d: the provider has taken none of its receive buffers back for %d ms (%s): "
+                 "the rail fails", rail->name, b->ep, RECV_STARVED_MS, fi_strerror(-rc));
+        rail->failed = 1;
+      }
+      return;
+    }
+    rail->unposted = b->next;
+    rail->unposted_on[b->ep]--;
+    rail->starved_since_ms = 0;
+  }
 }
 
 static void send_buf_done(struct srd_op *op, int err, const char *errstr) {
@@ -104,11 +159,14 @@ static int open_endpoint(struct srd_rail *rail, int i) {
   if ((rc = srd_rail_name_shm_endpoint(rail, ep, i))) return rc;
   if ((rc = fi_ep_bind(ep, &rail->av->fid, 0))) return rc;
   if ((rc = fi_ep_bind(ep, &rail->cq->fid, FI_TRANSMIT | FI_RECV))) return rc;
-  /* LL128 across nodes is only safe with 128-byte ordered writes: ask efa for
-   * them where it offers the option (the tuner probes the same option). */
+  /* LL and LL128 across nodes are only safe with 128-byte ordered device
+   * writes (srd_ll_rule_for): ask efa for them on every endpoint (the tuner
+   * probes the same). */
   if (!strcmp(rail->info->fabric_attr->prov_name, "efa")) {
-    rail->ordered_128 = srd_efa_write_order_128(ep) == 1;
-    rail->keys_fence_writes = srd_efa_device_writes(ep) == 1;
+    rail->ordered_128 = (i == 0 || rail->ordered_128) && srd_efa_write_order_128(ep) == 1;
+    rail->device_writes = (i == 0 || rail->device_writes) && srd_efa_device_writes(ep) == 1;
+    rail->keys_fence_writes =
+        srd_efa_rekey_fences(rail->device_writes, (int)srd_param_int(SRD_PARAM_FAILOVER_REKEY));
   }
   /* GPU rails ask their provider for no CUDA calls of its own; where it
    * refuses, the device's GPU decision already knew (srd_gdr_device). */
@@ -119,6 +177,7 @@ static int open_endpoint(struct srd_rail *rail, int i) {
   size_t len = SRD_EP_NAME_MAX;
   if ((rc = fi_getname(&ep->fid, rail->ep_name[i], &len))) return rc;
   rail->ep_name_len = len;
+  srd_av_index_init(&rail->av_index, len); /* before any peer is inserted */
   return 0;
 }
 
@@ -130,6 +189,7 @@ int srd_rail_open(struct srd_rail *rail, int index, const struct fi_info *info, 
   rail->neps = neps;
   rail->buf_size = buf_size;
   rail->reorder = (int)srd_param_int(SRD_PARAM_TEST_REORDER);
+  rail->recv_refuse = (int)srd_param_int(SRD_PARAM_TEST_RECV_REFUSE);
   snprintf(rail->name, sizeof(rail->name), "%s", info->domain_attr->name);
   const char *step = "fi_dupinfo";
   int rc = -FI_ENOMEM;
@@ -181,7 +241,7 @@ void srd_rail_close(struct srd_rail *rail) {
   if (rail->fabric) fi_close(&rail->fabric->fid);
   if (rail->info) fi_freeinfo(rail->info);
   free(rail->buf_mem);
-  free(rail->av_entries);
+  srd_av_index_free(&rail->av_index);
   free(rail->held);
   free(rail->held_src);
   srd_rail_listen_checks_free(rail);
@@ -214,14 +274,15 @@ int srd_rail_av_insert(struct srd_rail *rail, const void *name, fi_addr_t *addr)
   /* A name already in the AV was checked when it came in, and shm 1.17 may
    * have removed its owner's region file since (the owner lives on; peers
    * that mapped the region keep it): only new names are checked. */
-  for (int i = 0; i < rail->nav; i++) {
-    struct srd_av_entry *e = &rail->av_entries[i];
-    if ((e->refs || e->kept) && !memcmp(e->name, name, rail->ep_name_len)) {
+  int known = srd_av_index_find_name(&rail->av_index, name);
+  if (known >= 0) {
+    struct srd_av_entry *e = &rail->av_index.e[known];
+    if (e->kept)
+      e->kept = false; /* the comm takes over the rail's reference */
+    else
       e->refs++;
-      e->kept = false;
-      *addr = e->addr;
-      return 0;
-    }
+    *addr = e->addr;
+    return 0;
   }
   if (!strcmp(rail->info->fabric_attr->prov_name, "shm")) {
     int rc = srd_rail_shm_name_check(rail, name);
@@ -234,15 +295,6 @@ int srd_rail_av_insert(struct srd_rail *rail, const void *name, fi_addr_t *addr)
     SRD_WARN("rail %s: peer address is not of this provider's format", rail->name);
     return -FI_EINVAL;
   }
-  int slot = 0;
-  while (slot < rail->nav && (rail->av_entries[slot].refs || rail->av_entries[slot].kept)) slot++;
-  if (slot == rail->cap_av) {
-    int cap = rail->cap_av ? 2 * rail->cap_av : 32;
-    struct srd_av_entry *n = realloc(rail->av_entries, (size_t)cap * sizeof(*n));
-    if (!n) return -FI_ENOMEM;
-    rail->av_entries = n;
-    rail->cap_av = cap;
-  }
   fi_addr_t a = FI_ADDR_NOTAVAIL;
   srd_rail_cq_lock(rail);
   int n = fi_av_insert(rail->av, name, 1, &a, 0, NULL);
@@ -251,30 +303,31 @@ int srd_rail_av_insert(struct srd_rail *rail, const void *name, fi_addr_t *addr)
     SRD_WARN("rail %s: fi_av_insert failed (%d)", rail->name, n);
     return n < 0 ? n : -FI_EINVAL;
   }
-  struct srd_av_entry *e = &rail->av_entries[slot];
-  memcpy(e->name, name, rail->ep_name_len);
-  e->addr = a;
-  e->refs = 1;
-  e->kept = false;
-  if (slot == rail->nav) rail->nav++;
+  int i = srd_av_index_add(&rail->av_index, name, a);
+  if (i < 0) {
+    srd_rail_cq_lock(rail);
+    fi_av_remove(rail->av, &a, 1, 0);
+    srd_rail_cq_unlock(rail);
+    return i;
+  }
   *addr = a;
   return 0;
 }
 
 void srd_rail_av_remove(struct srd_rail *rail, fi_addr_t addr) {
-  for (int i = 0; i < rail->nav; i++) {
-    struct srd_av_entry *e = &rail->av_entries[i];
-    if (e->refs && e->addr == addr) {
-      if (--e->refs == 0 && rail->keep_av) {
-        e->kept = true;
-      } else if (e->refs == 0) {
-        srd_rail_cq_lock(rail);
-        fi_av_remove(rail->av, &addr, 1, 0);
-        srd_rail_cq_unlock(rail);
-      }
-      return;
-    }
+  int i = srd_av_index_find_addr(&rail->av_index, addr);
+  if (i < 0) return;
+  struct srd_av_entry *e = &rail->av_index.e[i];
+  if (e->kept || --e->refs > 0) return;
+  if (rail->keep_av) {
+    e->refs = 1;
+    e->kept = true;
+    return;
   }
+  srd_av_index_del(&rail->av_index, i);
+  srd_rail_cq_lock(rail);
+  fi_av_remove(rail->av, &addr, 1, 0);
+  srd_rail_cq_unlock(rail);
 }
 
 struct srd_rail_buf *srd_rail_get_send_buf(struct srd_rail *rail) {
@@ -325,7 +378,7 @@ static void dispatch(struct srd_rail *rail, const struct fi_cq_data_entry *e, fi
   if (is_recv_buf(rail, e->op_context)) {
     struct srd_rail_buf *b = (struct srd_rail_buf *)e->op_context;
     rail->h.on_message(rail->h.arg, rail, b->data, e->len, src);
-    post_recv_buf(rail, b);
+    repost(rail, b);
     return;
   }
   struct srd_op *op = e->op_context;
@@ -336,7 +389,7 @@ static void dispatch_error(struct srd_rail *rail, const struct srd_rail_batch *b
   if (b->err_context && is_recv_buf(rail, b->err_context)) {
     /* A receive buffer failed: keep it posted unless the rail is gone. */
     SRD_WARN("%s", b->errstr);
-    if (b->err != FI_ECANCELED) post_recv_buf(rail, (struct srd_rail_buf *)b->err_context);
+    if (b->err != FI_ECANCELED) repost(rail, (struct srd_rail_buf *)b->err_context);
   } else if (b->err_context) {
     struct srd_op *op = b->err_context;
     op->done(op, b->err ? -b->err : -FI_EIO, b->errstr);
@@ -418,11 +471,13 @@ void srd_rail_dispatch(struct srd_rail *rail, struct srd_rail_batch *b) {
   else
     for (int i = 0; i < b->n; i++) dispatch(rail, &b->e[i], b->src[i]);
   if (b->has_err) dispatch_error(rail, b);
+  if (rail->unposted) repost_waiting(rail);
 }
 
 int srd_rail_poll(struct srd_rail *rail, int max) {
   struct srd_rail_batch b;
   int total = 0;
+  if (rail->unposted) repost_waiting(rail);
   while (total < max) {
     int n = srd_rail_reap(rail, &b);
     if (n < 0) return n;

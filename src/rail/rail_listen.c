@@ -32,9 +32,8 @@ struct srd_listen_check {
 };
 
 static const uint8_t *name_of(const struct srd_rail *rail, fi_addr_t addr) {
-  for (int i = 0; i < rail->nav; i++)
-    if (rail->av_entries[i].addr == addr) return rail->av_entries[i].name;
-  return NULL;
+  int i = srd_av_index_find_addr(&rail->av_index, addr);
+  return i < 0 ? NULL : rail->av_index.e[i].name;
 }
 
 static struct srd_listen_check *check_for(struct srd_rail *rail, const uint8_t *name, uint64_t every_ms) {

@@ -45,31 +45,28 @@ static void list_providers(struct info_report *r) {
   }
 }
 
-/* Open an endpoint to ask it for 128-byte ordered writes (src/topo/efa.c). */
-static int probe_write_order_128(const struct fi_info *info) {
-#if HAVE_DECL_FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES
-  struct fid_fabric *fabric = NULL;
-  struct fid_domain *domain = NULL;
-  struct fid_ep *ep = NULL;
-  int result = -1;
-  if (!fi_fabric(info->fabric_attr, &fabric, NULL) && !fi_domain(fabric, (struct fi_info *)info, &domain, NULL) &&
-      !fi_endpoint(domain, (struct fi_info *)info, &ep, NULL))
-    result = srd_efa_write_order_128(ep);
-  if (ep) fi_close(&ep->fid);
-  if (domain) fi_close(&domain->fid);
-  if (fabric) fi_close(&fabric->fid);
-  return result;
-#else
-  (void)info;
-  return -1;
-#endif
+/* What efa's endpoints promise, on every NIC: 0 if one refuses, -1 if one
+ * cannot say, 1 if all do. */
+static int worst(int all, int one) { return one == 0 || all == 0 ? 0 : one < 0 || all < 0 ? -1 : 1; }
+
+static void probe_efa(struct info_report *r) {
+  struct info_caps *c = &r->caps;
+  c->write_order_128 = c->device_writes = 1;
+  for (int i = 0; i < r->nics.n; i++) {
+    int ordered, device_writes;
+    srd_efa_probe(r->nics.nics[i].info, &ordered, &device_writes);
+    c->write_order_128 = worst(c->write_order_128, ordered);
+    c->device_writes = worst(c->device_writes, device_writes);
+  }
 }
 
 static void probe_caps(struct info_report *r) {
   struct info_caps *c = &r->caps;
   c->dmabuf_built = HAVE_DECL_FI_MR_DMABUF;
   c->write_order_128_built = HAVE_DECL_FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES;
-  c->rma = c->hmem = c->write_order_128 = c->data_progress_auto = -1;
+  c->rma = c->hmem = c->write_order_128 = c->device_writes = c->data_progress_auto = -1;
+  c->ll = c->ll128 = -1;
+  c->ll_why = "no provider";
   if (!r->discovered) return;
   const struct fi_info *info = r->nics.nics[0].info;
   c->rma = (info->caps & FI_RMA) && (info->caps & FI_WRITE) && (info->caps & FI_REMOTE_WRITE);
@@ -81,7 +78,12 @@ static void probe_caps(struct info_report *r) {
   struct fi_info *hmem = srd_gdr_hmem_info(info);
   c->hmem = hmem != NULL;
   fi_freeinfo(hmem);
-  if (!strcmp(r->nics.provider, "efa")) c->write_order_128 = probe_write_order_128(info);
+  if (!strncmp(r->nics.provider, "efa", 3)) probe_efa(r);
+  struct srd_ll_rule rule;
+  srd_ll_rule_for(r->nics.provider, c->write_order_128, c->device_writes, &rule);
+  c->ll = rule.ll;
+  c->ll128 = rule.ll128;
+  c->ll_why = rule.why;
 }
 
 /* efa is on the machine but lacks what we need (RDMA write): we then fell

@@ -24,8 +24,11 @@ struct info_caps {
   size_t cq_data_size;
   int hmem;            /* FI_HMEM offered by the provider */
   int dmabuf_built;    /* libfabric headers had FI_MR_DMABUF at build time */
-  int write_order_128; /* efa: 128-byte aligned writes land in order */
+  int write_order_128; /* efa: 128-byte aligned writes land in order (every NIC) */
   int write_order_128_built;
+  int device_writes;   /* efa: the device writes, the provider does not emulate (every NIC) */
+  int ll, ll128;       /* NCCL's LL / LL128 may cross the network (srd_ll_rule_for) */
+  const char *ll_why;
   size_t max_msg_size;
   size_t inject_size;
   uint64_t mr_mode;

@@ -18,6 +18,7 @@ static const char usage[] =
     "warnings about what would break or slow a job. Exits 1 when no usable NIC exists.\n";
 
 static const char *yes_no(int v) { return v < 0 ? "unknown" : v ? "yes" : "no"; }
+static const char *protocol_text(int ok) { return ok < 0 ? "unknown" : ok ? "allowed" : "unsafe: the tuner never picks it"; }
 
 /* A rail whose link is down takes no stripes (rail failover); "n/a" for NICs
  * that are no kernel interface. */
@@ -142,6 +143,10 @@ static void print_text(const struct info_report *r) {
   printf("  nvidia-peermem loaded          %s\n", yes_no(r->gpu_peer_mem));
   printf("  128-byte write ordering        %s%s\n", yes_no(c->write_order_128),
          c->write_order_128_built ? "" : " (option not in these libfabric headers)");
+  printf("  device writes (not emulated)   %s\n", yes_no(c->device_writes));
+  printf("  NCCL LL across nodes           %s\n", protocol_text(c->ll));
+  printf("  NCCL LL128 across nodes        %s\n", protocol_text(c->ll128));
+  printf("    why                          %s\n", c->ll_why);
   printf("  max message size               %zu\n", c->max_msg_size);
   printf("  inject size                    %zu\n", c->inject_size);
   printf("  memory registration mode       %s\n", mr);
@@ -232,6 +237,10 @@ static int print_json(const struct info_report *r) {
   json_bool(&w, "gpu_peer_mem", r->gpu_peer_mem);
   TRI("write_order_128", c->write_order_128);
   json_bool(&w, "write_order_128_built", c->write_order_128_built);
+  TRI("device_writes", c->device_writes);
+  TRI("ll_across_nodes", c->ll);
+  TRI("ll128_across_nodes", c->ll128);
+  json_string(&w, "ll_why", c->ll_why);
   json_size(&w, "max_msg_size", c->max_msg_size);
   json_size(&w, "inject_size", c->inject_size);
   mr_mode_text(c->mr_mode, buf, sizeof(buf));

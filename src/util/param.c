@@ -47,8 +47,15 @@ static const struct srd_param_desc table[SRD_PARAM_COUNT] = {
                             "0: any failed rail fails every comm of its device"},
     [SRD_PARAM_RAIL_HOLDDOWN_MS] = {"NCCL_SRD_RAIL_HOLDDOWN_MS", 0, 1000, 0, 600000,
                                     "how long a failed rail's link must be up again before a probe lets it rejoin"},
+    [SRD_PARAM_FAILOVER_REKEY] = {"NCCL_SRD_FAILOVER_REKEY", 0, 0, 0, 1,
+                                  "1: on efa with device writes, a cut rail rejoins after its registrations are made "
+                                  "again under new keys (you vouch that every peer's device writes and that the NIC "
+                                  "checks every packet's key: efa does not say); 0: a cut rail stays out"},
     [SRD_PARAM_TEST_REORDER] = {"NCCL_SRD_TEST_REORDER", 0, 0, 0, 1,
                                 "test mode: delay and shuffle completions to prove order independence"},
+    [SRD_PARAM_TEST_RECV_REFUSE] = {"NCCL_SRD_TEST_RECV_REFUSE", 0, 0, 0, 1000000,
+                                    "test mode: refuse every Nth repost of a receive buffer, as a provider short "
+                                    "of memory may (0: never)"},
     [SRD_PARAM_TOPO_FILE] = {"NCCL_SRD_TOPO_FILE", 1, 0, 0, 0,
                              "hwloc XML topology to group NICs with, instead of the live machine"},
     [SRD_PARAM_TUNER_CONFIG] = {"NCCL_SRD_TUNER_CONFIG", 1, 0, 0, 0, "tuner rule file overriding the model"},

@@ -9,7 +9,9 @@
 #include <cstring>
 #include <cstdio>
 #include <deque>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <rdma/fi_errno.h>
@@ -68,6 +70,10 @@ struct Fake {
   bool no_buffers = false;
   bool provider_full = false;
   bool listener_gone = false; // peer_refused: a connect to the peer's address was refused
+  // Peers the provider refuses for now, as efa does one peer in
+  // receiver-not-ready backoff or waiting for its handshake.
+  std::set<fi_addr_t> refused_peers;
+  int refusals = 0; // -FI_EAGAIN answers given
   int send_refused = 0; // send fails with this
   int bufs_out = 0;
   srd_dev *devs[2] = {nullptr, nullptr};
@@ -90,14 +96,14 @@ void put_send_buf(srd_rail_buf *b) {
   free(b);
 }
 int send(srd_rail *rail, int, srd_rail_buf *b, size_t len, fi_addr_t dest) {
-  if (g.provider_full) return -FI_EAGAIN;
+  if (g.provider_full || g.refused_peers.count(dest)) return g.refusals++, -FI_EAGAIN;
   if (g.send_refused) return g.send_refused;
   g.sends.push_back({rail, b, len, dest});
   return 0;
 }
 int write(srd_rail *rail, int, const void *src, size_t len, void *, uint32_t imm, fi_addr_t dest, uint64_t raddr,
           uint64_t, srd_op *op) {
-  if (g.provider_full) return -FI_EAGAIN;
+  if (g.provider_full || g.refused_peers.count(dest)) return g.refusals++, -FI_EAGAIN;
   g.writes.push_back({rail, op, src, len, imm, static_cast<int>(srd_imm_unpack(imm).stripe), dest, raddr});
   return 0;
 }
@@ -135,11 +141,14 @@ const srd_rail_ops kFake = {av_insert, av_remove, get_send_buf, put_send_buf, se
                             mr_desc,   mr_key,    reg,          mr_close,     poll,      link_down, flush_read,
                             peer_refused};
 
-// Addresses: a comm's peer address is the index of the peer's device; what
-// arrives at one device comes from the other (FI_SOURCE).
-srd_dev *dest_dev(fi_addr_t a) { return g.devs[a]; }
+// Addresses: a comm's peer address is the index of the peer's device, plus
+// twice any k (another AV entry of that device: another peer to the
+// provider); what arrives at one device comes from the other (FI_SOURCE),
+// through the entry of the same k.
+srd_dev *dest_dev(fi_addr_t a) { return g.devs[a % 2]; }
 constexpr fi_addr_t kFromA = 0, kFromB = 1;
 fi_addr_t src_of(const srd_dev *to) { return to == g.devs[0] ? kFromB : kFromA; }
+fi_addr_t source_for(fi_addr_t dest) { return dest ^ 1; }
 
 void make_dev(srd_dev *d, int index) {
   memset(static_cast<void *>(d), 0, sizeof(*d));
@@ -218,6 +227,15 @@ class Proto : public ::testing::Test {
     c->inserted[0] = addr;
     c->ready = true;
   }
+  // Another connection from A to B, over AV entries of its own (k > 0): to
+  // the provider, another peer on each side.
+  std::pair<srd_comm *, srd_comm *> another_pair(fi_addr_t k) {
+    srd_comm *s2 = srd_comm_alloc(&a, true), *r2 = srd_comm_alloc(&b, false);
+    EXPECT_TRUE(s2 && r2);
+    join(s2, r2, 1 + 2 * k);
+    join(r2, s2, 2 * k);
+    return {s2, r2};
+  }
   void TearDown() override {
     // Run what the fake still holds, as a provider would at close.
     while (!g.writes.empty()) complete_write(0);
@@ -232,7 +250,7 @@ class Proto : public ::testing::Test {
   void deliver_send(size_t i) {
     const Sent &m = g.sends.at(i);
     srd_dev *d = dest_dev(m.dest);
-    srd_dispatch_handlers.on_message(d, &d->rails[0], m.buf->data, m.len, src_of(d));
+    srd_dispatch_handlers.on_message(d, &d->rails[0], m.buf->data, m.len, source_for(m.dest));
   }
   // Its completion at the sender; then it is gone.
   void complete_send(size_t i, int err = 0) {
@@ -256,7 +274,7 @@ class Proto : public ::testing::Test {
     const Write &w = g.writes.at(i);
     memcpy(reinterpret_cast<void *>(w.raddr), w.src, w.len);
     srd_dev *d = dest_dev(w.dest);
-    srd_dispatch_handlers.on_remote_write(d, &d->rails[0], w.imm, w.len, src_of(d));
+    srd_dispatch_handlers.on_remote_write(d, &d->rails[0], w.imm, w.len, source_for(w.dest));
   }
   void complete_write(size_t i, int err = 0) {
     Write w = g.writes.at(i);
@@ -297,7 +315,17 @@ class Proto : public ::testing::Test {
     EXPECT_TRUE((*rr)->done);
     return w;
   }
-  srd_req *irecv(int n, std::vector<char> *bufs, Reg **regs, const int *tags) {
+  size_t writes_to(fi_addr_t dest) {
+    size_t n = 0;
+    for (const Write &w : g.writes) n += w.dest == dest;
+    return n;
+  }
+  size_t sends_to(fi_addr_t dest) {
+    size_t n = 0;
+    for (const Sent &m : g.sends) n += m.dest == dest;
+    return n;
+  }
+  srd_req *irecv(int n, std::vector<char> *bufs, Reg **regs, const int *tags, srd_comm *on = nullptr) {
     void *data[SRD_MAX_RECVS];
     size_t sizes[SRD_MAX_RECVS];
     srd_mr_ref *mrs[SRD_MAX_RECVS];
@@ -307,7 +335,7 @@ class Proto : public ::testing::Test {
       mrs[i] = &regs[i]->ref;
     }
     srd_req *req = nullptr;
-    EXPECT_EQ(0, srd_proto_irecv(r, n, data, sizes, tags, mrs, &req));
+    EXPECT_EQ(0, srd_proto_irecv(on ? on : r, n, data, sizes, tags, mrs, &req));
     return req;
   }
 };
@@ -743,6 +771,17 @@ TEST(Regs, RekeyMakesARailsRegistrationsAgainUnderNewKeys) {
 // whose device writes) its registrations get new keys at once and receives
 // whose clear-to-send named the old ones are marked; elsewhere (tcp) it
 // stays out for good and nothing is registered again.
+// efa promises neither a key check per packet nor device writes to every
+// peer (it emulates writes per peer while FI_OPT_EFA_EMULATED_WRITE reads
+// false): a cut efa rail rejoins under new keys only where the device writes
+// and the user vouched (NCCL_SRD_FAILOVER_REKEY=1); otherwise it stays out.
+TEST(EfaFailover, RekeyOnlyWithDeviceWritesAndTheUsersWord) {
+  EXPECT_FALSE(srd_efa_rekey_fences(1, 0)) << "device writes alone: the default keeps a cut rail out";
+  EXPECT_FALSE(srd_efa_rekey_fences(0, 1)) << "emulated writes check the key once, at the header";
+  EXPECT_FALSE(srd_efa_rekey_fences(-1, 1)) << "built without the option: unknown";
+  EXPECT_TRUE(srd_efa_rekey_fences(1, 1));
+}
+
 TEST_F(Proto, TaintedRailRekeysOnlyWhereKeysFenceWrites) {
   for (bool fence : {false, true}) {
     SCOPED_TRACE(fence ? "keys fence writes" : "keys do not fence writes");
@@ -1385,6 +1424,107 @@ TEST_F(Proto, GpuMemoryNeverGoesEagerly) {
 // even where the provider takes host buffers without one (shm copied a GPU
 // source with memcpy when given no descriptor), a host send buffer gets
 // none there, and nothing a send buffer gets is reachable from outside.
+// efa refuses writes to one peer while it backs off from that peer (receiver
+// not ready) or waits for its handshake, and takes writes to the others: a
+// refused peer's stripes wait, the other comms' go out.
+TEST_F(Proto, APeerTheProviderRefusesStallsNoOtherPeersStripes) {
+  auto [s2, r2] = another_pair(1);
+  std::vector<char> out1 = pattern(16384, 1), out2 = pattern(16384, 2), in1(16384), in2(16384);
+  Reg ro1(out1), ro2(out2), ri1(in1), ri2(in2);
+  Reg *regs1[] = {&ri1}, *regs2[] = {&ri2};
+  srd_req *rr1 = irecv(1, &in1, regs1, nullptr), *rr2 = irecv(1, &in2, regs2, nullptr, r2);
+  deliver_and_complete_sends();
+  g.provider_full = true;
+  srd_req *sr1 = isend(out1, ro1, out1.size(), 0), *sr2 = nullptr;
+  ASSERT_EQ(0, srd_proto_isend(s2, out2.data(), out2.size(), 0, &ro2.ref, &sr2));
+  ASSERT_TRUE(sr1 && sr2);
+  ASSERT_TRUE(g.writes.empty());
+  g.provider_full = false;
+  g.refused_peers = {1}; // s's peer, first on the pending list
+  srd_proto_post_pending(&a);
+  EXPECT_EQ(0u, writes_to(1));
+  EXPECT_EQ(4u, writes_to(3)) << "the other peer's stripes waited behind a peer the provider refuses";
+  g.refused_peers.clear();
+  srd_proto_post_pending(&a);
+  EXPECT_EQ(4u, writes_to(1)) << "the refused peer's stripes once it takes them again";
+  while (!g.writes.empty()) {
+    deliver_write(0);
+    complete_write(0);
+  }
+  EXPECT_TRUE(rr1->done && rr2->done && sr1->done && sr2->done);
+  EXPECT_EQ(out1, in1);
+  EXPECT_EQ(out2, in2);
+  EXPECT_EQ(nullptr, a.pending) << "nothing left waiting";
+}
+
+// The same for clear-to-sends: a receiver's CTS to a refused peer waits, the
+// CTS to another peer goes.
+TEST_F(Proto, APeerTheProviderRefusesStallsNoOtherPeersClearToSend) {
+  auto [s2, r2] = another_pair(1);
+  std::vector<char> in1(16384), in2(16384);
+  Reg ri1(in1), ri2(in2);
+  Reg *regs1[] = {&ri1}, *regs2[] = {&ri2};
+  g.provider_full = true;
+  srd_req *rr1 = irecv(1, &in1, regs1, nullptr), *rr2 = irecv(1, &in2, regs2, nullptr, r2);
+  ASSERT_TRUE(rr1 && rr2);
+  ASSERT_TRUE(g.sends.empty());
+  g.provider_full = false;
+  g.refused_peers = {0}; // r's peer, first on the pending list
+  srd_proto_post_pending(&b);
+  EXPECT_EQ(0u, sends_to(0));
+  ASSERT_EQ(1u, sends_to(2)) << "the other peer's clear-to-send waited behind a peer the provider refuses";
+  EXPECT_EQ(SRD_MSG_CTS, sent_type(0));
+  g.refused_peers.clear();
+  srd_proto_post_pending(&b);
+  EXPECT_EQ(1u, sends_to(0));
+  EXPECT_EQ(nullptr, b.pending);
+  deliver_and_complete_sends();
+}
+
+// Passes over the pending comms are bounded when the provider refuses
+// everything (it is full, not one peer), and fair when more peers refuse than
+// one pass tries: the next pass goes on after the last comm refused.
+TEST_F(Proto, PendingPassesAreBoundedAndNoCommWaitsForever) {
+  constexpr int kPairs = SRD_PENDING_REFUSALS + 3;
+  std::vector<srd_comm *> senders = {s}, receivers = {r};
+  for (int k = 1; k < kPairs; k++) {
+    auto [s2, r2] = another_pair(static_cast<fi_addr_t>(k));
+    senders.push_back(s2);
+    receivers.push_back(r2);
+  }
+  std::vector<std::vector<char>> out, in;
+  for (int k = 0; k < kPairs; k++) out.push_back(pattern(16384, k)), in.emplace_back(16384);
+  std::vector<Reg> ro, ri;
+  ro.reserve(kPairs);
+  ri.reserve(kPairs);
+  for (int k = 0; k < kPairs; k++) ro.emplace_back(out[k]), ri.emplace_back(in[k]);
+  for (int k = 0; k < kPairs; k++) {
+    Reg *regs[] = {&ri[k]};
+    irecv(1, &in[k], regs, nullptr, receivers[k]);
+  }
+  deliver_and_complete_sends();
+  g.provider_full = true;
+  for (int k = 0; k < kPairs; k++) {
+    srd_req *req = nullptr;
+    ASSERT_EQ(0, srd_proto_isend(senders[k], out[k].data(), out[k].size(), 0, &ro[k].ref, &req));
+  }
+  ASSERT_EQ(kPairs, a.npending);
+  g.refusals = 0;
+  srd_proto_post_pending(&a);
+  EXPECT_EQ(SRD_PENDING_REFUSALS, g.refusals) << "a full provider was asked for every pending comm";
+  g.provider_full = false;
+  // The first SRD_PENDING_REFUSALS + 1 peers keep refusing: more than a pass tries.
+  for (int k = 0; k <= SRD_PENDING_REFUSALS; k++) g.refused_peers.insert(1 + 2 * static_cast<fi_addr_t>(k));
+  for (int pass = 0; pass < kPairs; pass++) srd_proto_post_pending(&a);
+  for (int k = SRD_PENDING_REFUSALS + 1; k < kPairs; k++)
+    EXPECT_EQ(4u, writes_to(1 + 2 * static_cast<fi_addr_t>(k))) << "comm " << k << " waited for ever";
+  g.refused_peers.clear();
+  srd_proto_post_pending(&a);
+  srd_proto_post_pending(&a);
+  EXPECT_EQ(static_cast<size_t>(4 * kPairs), g.writes.size());
+  EXPECT_EQ(0, a.npending);
+}
+
 TEST(MrRailAccess, PerClassMemoryAndProvider) {
   for (bool mr_local : {false, true})
     for (bool flush : {false, true}) {

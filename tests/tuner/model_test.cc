@@ -11,6 +11,7 @@
 #include <vector>
 
 extern "C" {
+#include "srd/topo.h"
 #include "srd/tuner.h"
 }
 
@@ -129,14 +130,15 @@ TEST(TunerModel, DecisionTable) {
       // 1024 nodes: a ring pays 2x1023 network hops (~45 ms); the tree's log
       // depth wins even at 1 GiB.
       {"p5", 1024, SRD_COLL_ALLREDUCE, 1 * GiB, "Tree/Simple", "ring latency grows linearly with nodes"},
-      // p4d: the in-order probe failed, so no LL128: LL then SIMPLE.
-      {"p4d", 2, SRD_COLL_ALLREDUCE, 8, "Tree/LL", "latency-bound"},
+      // p4d: the in-order probe failed, so neither LL128 nor LL (efa places
+      // a write's bytes in any order, maybe twice): SIMPLE at every size.
+      {"p4d", 2, SRD_COLL_ALLREDUCE, 8, "Tree/Simple", "latency-bound, but no LL on efa without ordering"},
       {"p4d", 4, SRD_COLL_ALLREDUCE, 4 * MiB, "Tree/Simple", "no LL128 without the in-order guarantee"},
       {"p4d", 4, SRD_COLL_ALLREDUCE, 256 * MiB, "Ring/Simple", "bandwidth-bound at 4 nodes"},
       {"p4d", 16, SRD_COLL_ALLGATHER, 64 * MiB, "Ring/Simple", "AllGather: ring only (8 GPUs/node: no PAT)"},
       // Two nodes of one GPU: ring and tree have the same two hops, the ring
       // moves fewer bytes, so the ring wins at every size.
-      {"single", 2, SRD_COLL_ALLREDUCE, 8, "Ring/LL", "ring = tree in hops at 2 nodes"},
+      {"single", 2, SRD_COLL_ALLREDUCE, 8, "Ring/Simple", "ring = tree in hops at 2 nodes; no LL (efa, unordered)"},
       {"single", 2, SRD_COLL_ALLREDUCE, 1 * GiB, "Ring/Simple", "bandwidth"},
       // One GPU per node: PAT's log-depth latency beats the ring for small gathers.
       {"single", 8, SRD_COLL_ALLGATHER, 8 * KiB, "PAT/Simple", "log2(8)=3 hops against 7"},
@@ -193,6 +195,45 @@ TEST(TunerModel, NoLL128WhereUnsafe) {
         }
     }
   }
+}
+
+// LL's flags sit beside every 8 bytes: on efa, whose writes land in any
+// order and perhaps twice unless the 128-byte option was granted, LL across
+// the network is as unsafe as LL128.
+TEST(TunerModel, NoLLOnEfaWithoutOrderedWrites) {
+  for (const Topo &t : topologies()) {
+    bool efa = !strncmp(t.net.provider, "efa", 3);
+    for (int nodes : {1, 2, 4, 16, 128}) {
+      srd_tuner_comm comm;
+      srd_tuner_comm_init(&comm, (size_t)nodes * t.ppn, nodes, 0);
+      bool safe = srd_model_ll_safe(&t.net, &comm);
+      EXPECT_EQ(safe, nodes == 1 || !efa || t.net.ll128_in_order) << t.name << " " << nodes;
+      for (int coll = 0; coll < SRD_COLL_COUNT; coll++)
+        for (size_t n : {size_t(8), 4 * KiB, 64 * KiB, 1 * MiB}) {
+          Pick p = decide_full(t, nodes, coll, n);
+          if (!safe) {
+            EXPECT_NE(p.proto, SRD_PROTO_LL) << t.name << " " << nodes << " " << coll << " " << n;
+          }
+        }
+    }
+  }
+}
+
+// The rule the tuner, the plugin and srd-info share (src/topo/efa.c).
+TEST(LLRule, EfaNeedsOrderedDeviceWrites) {
+  struct srd_ll_rule r;
+  srd_ll_rule_for("efa", 1, 1, &r);
+  EXPECT_TRUE(r.ll && r.ll128) << r.why;
+  srd_ll_rule_for("efa", 0, 1, &r);
+  EXPECT_FALSE(r.ll || r.ll128) << "option refused (p5en): " << r.why;
+  srd_ll_rule_for("efa", -1, 1, &r);
+  EXPECT_FALSE(r.ll || r.ll128) << "option not in the headers: " << r.why;
+  srd_ll_rule_for("efa", 1, 0, &r);
+  EXPECT_FALSE(r.ll || r.ll128) << "emulated writes never consult the option: " << r.why;
+  srd_ll_rule_for("efa-direct", 0, 1, &r);
+  EXPECT_FALSE(r.ll || r.ll128) << "efa-direct: the same device, the same promise: " << r.why;
+  srd_ll_rule_for("tcp", -1, -1, &r);
+  EXPECT_TRUE(r.ll && !r.ll128) << r.why;
 }
 
 TEST(TunerModel, NoFlappingAcrossSizes) {
