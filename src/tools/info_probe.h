@@ -35,10 +35,12 @@ struct info_caps {
 struct info_report {
   uint32_t fi_runtime; /* fi_version() */
   uint32_t fi_built;   /* FI_VERSION this was compiled against */
+  uint32_t fi_api;     /* the API version asked for (srd_fi_api_version), 0: runtime too old */
   int nproviders;
   struct info_provider providers[INFO_MAX_PROVIDERS];
   int discovered; /* srd_topo_discover succeeded */
   struct srd_nic_list nics;
+  char transport[SRD_TRANSPORT_MAX]; /* srd_transport_name of the chosen NICs */
   int grouped;
   struct srd_topo topo;
   struct info_caps caps;
