@@ -73,8 +73,10 @@ int srd_efa_fork_advice(int fork_status, const char *fork_safe_env, const char *
   bool fork_safe = fork_safe_env && *fork_safe_env && strcmp(fork_safe_env, "0");
   bool huge_on = huge_page_env && (!strcmp(huge_page_env, "1") || !strcasecmp(huge_page_env, "on") ||
                                    !strcasecmp(huge_page_env, "true") || !strcasecmp(huge_page_env, "yes"));
-  if (fork_status == SRD_FORK_UNNEEDED) return why[0] = 0, 0;
-  if (fork_safe && huge_on) {
+  /* Linux 5.13+ with rdma-core 35+ needs nothing; ENABLED: someone already
+   * turned rdma-core's fork support on (efa does for FI_EFA_FORK_SAFE). */
+  if (fork_status == SRD_FORK_UNNEEDED || (fork_status == SRD_FORK_ENABLED && !huge_on)) return why[0] = 0, 0;
+  if ((fork_safe || fork_status == SRD_FORK_ENABLED) && huge_on) {
     snprintf(why, whylen, "FI_EFA_FORK_SAFE (or RDMAV_FORK_SAFE) and FI_EFA_USE_HUGE_PAGE=%s are both set: efa aborts "
              "the process at start (efa_fork_support_request_initialize); unset FI_EFA_USE_HUGE_PAGE",
              huge_page_env);
