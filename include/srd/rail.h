@@ -209,11 +209,9 @@ void srd_rail_av_remove(struct srd_rail *rail, fi_addr_t addr);
 /* Memory registration on this rail's domain. access: FI_* access flags. */
 int srd_rail_reg(struct srd_rail *rail, void *base, size_t len, uint64_t access, int cuda_dev, int dmabuf_fd,
                  uint64_t dmabuf_offset, struct fid_mr **mr);
-#if HAVE_DECL_FI_MR_DMABUF
-/* The dma-buf description of the buffer at base (len bytes), which lies
- * offset bytes into the dma-buf fd (what NCCL's regMrDmaBuf passes). */
-struct fi_mr_dmabuf srd_rail_dmabuf_attr(void *base, size_t len, int fd, uint64_t offset);
-#endif
+/* fi_mr_dmabuf.base_addr for the buffer at base, which lies offset bytes into
+ * its dma-buf (what NCCL's regMrDmaBuf passes). */
+void *srd_rail_dmabuf_base(void *base, uint64_t offset);
 /* NULL for no registration (providers without FI_MR_LOCAL). */
 void *srd_rail_mr_desc(struct fid_mr *mr);
 uint64_t srd_rail_mr_key(struct fid_mr *mr);

@@ -160,6 +160,11 @@ int srd_dev_open(struct srd_dev *dev) {
     rc = open_rails(dev, 1);
   }
   if (!rc) srd_transport_name(dev->rails[0].info, dev->transport, sizeof(dev->transport));
+  /* efa's domains (rdmap16s27-rdm) are no kernel interfaces: no link state
+   * to poll there, so only CQ errors take its rails down. */
+  if (!rc && srd_nic_link_down(dev->rails[0].name) < 0)
+    SRD_INFO(NCCL_INIT | NCCL_NET, "device %d: %s is not a kernel network interface: its rails fail on completion "
+             "errors only (no link-state polling)", dev->index, dev->rails[0].name);
   if (!rc && fit_ctrl_to_rails(dev)) {
     close_rails(dev);
     rc = -FI_EMSGSIZE;

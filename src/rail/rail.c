@@ -464,4 +464,6 @@ int srd_rail_poll(struct srd_rail *rail, int max) {
   return total;
 }
 
+/* Never down where the name is no kernel interface (efa, shm): there only
+ * the CQ tells (srd_dev_open says so once per device). */
 int srd_rail_link_down(const struct srd_rail *rail) { return srd_nic_link_down(rail->name) == 1; }

@@ -25,15 +25,11 @@ static uint64_t random_key(const struct srd_rail *rail) {
 
 #define KEY_TRIES 8
 
-#if HAVE_DECL_FI_MR_DMABUF
 /* base_addr is the address the dma-buf's first byte has (fi_mr(3)): the
  * buffer at base lies offset bytes into it, and efa registers the range at
  * base_addr + offset (efa_mr_reg_ibv_mr, ibv_reg_dmabuf_mr's iova), which
  * must be base, the address peers write to (FI_MR_VIRT_ADDR). */
-struct fi_mr_dmabuf srd_rail_dmabuf_attr(void *base, size_t len, int fd, uint64_t offset) {
-  return (struct fi_mr_dmabuf){.fd = fd, .offset = offset, .len = len, .base_addr = (char *)base - offset};
-}
-#endif
+void *srd_rail_dmabuf_base(void *base, uint64_t offset) { return (char *)base - offset; }
 
 int srd_rail_reg(struct srd_rail *rail, void *base, size_t len, uint64_t access, int cuda_dev, int dmabuf_fd,
                  uint64_t dmabuf_offset, struct fid_mr **mr) {
@@ -45,9 +41,9 @@ int srd_rail_reg(struct srd_rail *rail, void *base, size_t len, uint64_t access,
     attr.device.cuda = cuda_dev;
   }
 #if HAVE_DECL_FI_MR_DMABUF
-  struct fi_mr_dmabuf dmabuf;
+  struct fi_mr_dmabuf dmabuf = {
+      .fd = dmabuf_fd, .offset = dmabuf_offset, .len = len, .base_addr = srd_rail_dmabuf_base(base, dmabuf_offset)};
   if (dmabuf_fd >= 0) {
-    dmabuf = srd_rail_dmabuf_attr(base, len, dmabuf_fd, dmabuf_offset);
     attr.dmabuf = &dmabuf;
     attr.iov_count = 1;
     flags |= FI_MR_DMABUF;

@@ -15,6 +15,7 @@
 
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
+#include <rdma/fi_errno.h>
 
 #include "config.h"
 // C functions named like their structs (srd_rail_write, srd_send_comm).
@@ -183,19 +184,84 @@ TEST(EfaLimits, EfaKeepsItsOwnCqSize) {
 // registers [base_addr + offset, + len) (efa_mr_reg_ibv_mr): that must be the
 // buffer's own address, which peers write to.
 TEST(DmaBuf, TheRegisteredRangeIsTheBuffer) {
-#if HAVE_DECL_FI_MR_DMABUF
   static char gpu[1 << 16];
-  for (uint64_t offset : {uint64_t{0}, uint64_t{4096}, uint64_t{12345}}) {
-    char *base = gpu + 20000;
-    struct fi_mr_dmabuf d = srd_rail_dmabuf_attr(base, 777, 9, offset);
-    EXPECT_EQ(base, static_cast<char *>(d.base_addr) + d.offset) << offset;
-    EXPECT_EQ(offset, d.offset);
-    EXPECT_EQ(777u, d.len);
-    EXPECT_EQ(9, d.fd);
+  char *base = gpu + 20000;
+  for (uint64_t offset : {uint64_t{0}, uint64_t{4096}, uint64_t{12345}})
+    EXPECT_EQ(base, static_cast<char *>(srd_rail_dmabuf_base(base, offset)) + offset) << offset;
+}
+
+// What srd_rail_reg hands the provider, captured by a domain whose
+// registration call records its attributes.
+struct Captured {
+  int calls = 0;
+  uint64_t flags = 0, access = 0;
+  int iface = 0;
+  void *iov_base = nullptr;
+  size_t iov_len = 0;
+  bool dmabuf = false;
+  void *dmabuf_base = nullptr;
+  uint64_t dmabuf_offset = 0;
+  size_t dmabuf_len = 0;
+} captured;
+
+struct fid_mr fake_mr;
+
+int capture_regattr(struct fid *, const struct fi_mr_attr *attr, uint64_t flags, struct fid_mr **mr) {
+  captured.calls++;
+  captured.flags = flags;
+  captured.access = attr->access;
+  captured.iface = attr->iface;
+#if HAVE_DECL_FI_MR_DMABUF
+  captured.dmabuf = flags & FI_MR_DMABUF;
+  if (captured.dmabuf) {
+    captured.dmabuf_base = attr->dmabuf->base_addr;
+    captured.dmabuf_offset = attr->dmabuf->offset;
+    captured.dmabuf_len = attr->dmabuf->len;
+    *mr = &fake_mr;
+    return 0;
   }
-#else
-  GTEST_SKIP() << "built against libfabric headers without FI_MR_DMABUF";
 #endif
+  captured.iov_base = attr->mr_iov[0].iov_base;
+  captured.iov_len = attr->mr_iov[0].iov_len;
+  *mr = &fake_mr;
+  return 0;
+}
+
+TEST(DmaBuf, RegistrationAttributesAsTheProviderSeesThem) {
+  struct fi_ops_mr ops;
+  memset(&ops, 0, sizeof(ops));
+  ops.size = sizeof(ops);
+  ops.regattr = capture_regattr;
+  struct fid_domain domain;
+  memset(&domain, 0, sizeof(domain));
+  domain.mr = &ops;
+  struct srd_rail rail;
+  memset(&rail, 0, sizeof(rail));
+  rail.domain = &domain;
+  rail.info = fi_allocinfo();
+  rail.info->domain_attr->mr_mode = FI_MR_PROV_KEY;
+  static char gpu[1 << 16];
+  char *base = gpu + 20000;
+  struct fid_mr *mr = nullptr;
+  captured = Captured();
+  ASSERT_EQ(0, srd_rail_reg(&rail, base, 777, FI_WRITE | FI_REMOTE_READ, 2, -1, 0, &mr));
+  EXPECT_EQ(base, captured.iov_base);
+  EXPECT_EQ(777u, captured.iov_len);
+  EXPECT_EQ(uint64_t{FI_WRITE | FI_REMOTE_READ}, captured.access);
+  EXPECT_EQ(int{FI_HMEM_CUDA}, captured.iface);
+  captured = Captured();
+  int rc = srd_rail_reg(&rail, base, 777, FI_REMOTE_WRITE, 2, 9, 4096, &mr);
+#if HAVE_DECL_FI_MR_DMABUF
+  ASSERT_EQ(0, rc);
+  ASSERT_TRUE(captured.dmabuf);
+  EXPECT_EQ(base, static_cast<char *>(captured.dmabuf_base) + captured.dmabuf_offset);
+  EXPECT_EQ(4096u, captured.dmabuf_offset);
+  EXPECT_EQ(777u, captured.dmabuf_len);
+#else
+  EXPECT_EQ(-FI_ENOSYS, rc) << "headers without FI_MR_DMABUF cannot describe a dma-buf";
+  EXPECT_EQ(0, captured.calls);
+#endif
+  fi_freeinfo(rail.info);
 }
 
 TEST(EfaProcess, ForkAndHugePageAdvice) {
