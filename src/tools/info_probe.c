@@ -133,6 +133,10 @@ static void check_warnings(struct info_report *r) {
     warn(r, "libfabric %u.%u is older than %d.%d, the oldest nccl-srd supports (the oldest release CI tests)", major,
          minor, SRD_FI_MIN_MAJOR, SRD_FI_MIN_MINOR);
   check_efa_without_rdma(r);
+  char why[400];
+  if (r->discovered && !strcmp(r->nics.provider, "efa") &&
+      srd_efa_version_check(r->fi_runtime, r->fi_api, why, sizeof(why)) == 0)
+    warn(r, "efa: %s", why);
   if (!r->discovered) {
     warn(r, "no usable NIC: no provider offers RDM endpoints with messages, RMA and remote CQ data on a selected "
             "interface (check FI_PROVIDER, NCCL_SRD_PROVIDER, NCCL_SRD_IFNAME)");

@@ -47,7 +47,7 @@ struct info_report {
   int gpu_peer_mem; /* nvidia-peermem (or nv_peer_mem) kernel module loaded */
   struct srd_gdr_decision gdr[SRD_MAX_GPUS]; /* per device (topo.groups), when grouped */
   int nwarnings;
-  char warnings[INFO_MAX_WARNINGS][256];
+  char warnings[INFO_MAX_WARNINGS][448];
 };
 
 /* Fills *r; never fails as a whole: what cannot be found is reported. */
