@@ -13,14 +13,14 @@
 #include <string>
 #include <vector>
 
+#include "config.h"
+// C functions named like their structs (srd_rail_write, srd_send_comm; the
+// libfabric 2.x headers' fi_alias, fi_mr_raw_attr).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wshadow"
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_errno.h>
-
-#include "config.h"
-// C functions named like their structs (srd_rail_write, srd_send_comm).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wshadow"
 extern "C" {
 #include "srd/proto.h"
 }
