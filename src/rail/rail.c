@@ -43,12 +43,15 @@ int srd_rail_cq_size(const struct fi_info *info) {
 /* The largest message one send may carry. efa-direct's sends are one MTU
  * while its fi_info, asked for FI_RMA, reports the larger RMA limit
  * (efa_prov_info_set_ep_attr); its endpoint answers FI_OPT_MAX_MSG_SIZE with
- * the MTU (efa_ep_getopt). */
+ * the MTU (efa_ep_getopt). Only efa is asked: shm 2.6's getopt reads state
+ * that fi_enable makes (smr_ep_getopt), and the others' fi_info is right. */
 static size_t send_limit(const struct fi_info *info, struct fid_ep *ep) {
   size_t limit = info->ep_attr->max_msg_size;
 #if HAVE_DECL_FI_OPT_MAX_MSG_SIZE
   size_t v = 0, len = sizeof(v);
-  if (fi_getopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_MAX_MSG_SIZE, &v, &len) == 0 && v && v < limit) limit = v;
+  if (!strcmp(info->fabric_attr->prov_name, "efa") &&
+      fi_getopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_MAX_MSG_SIZE, &v, &len) == 0 && v && v < limit)
+    limit = v;
 #else
   (void)ep;
 #endif
@@ -138,14 +141,14 @@ static int open_endpoint(struct srd_rail *rail, int i) {
       SRD_INFO(NCCL_INIT | NCCL_NET, "efa endpoint %d: refused FI_OPT_SHARED_MEMORY_PERMITTED=false; host-local peers "
                "may go through its shm path", i);
   }
-  size_t limit = send_limit(rail->info, ep);
-  if (i == 0 || limit < rail->max_send) rail->max_send = limit;
   /* GPU rails ask their provider for no CUDA calls of its own; where it
    * refuses, the device's GPU decision already knew (srd_gdr_device). */
   char why[200];
   if ((rail->info->caps & FI_HMEM) && srd_gdr_forbid_cuda_calls(ep, why, sizeof(why)) == 0)
     SRD_INFO(NCCL_INIT | NCCL_NET, "%s endpoint %d: %s", rail->info->fabric_attr->prov_name, i, why);
   if ((rc = fi_enable(ep))) return rc;
+  size_t limit = send_limit(rail->info, ep);
+  if (i == 0 || limit < rail->max_send) rail->max_send = limit;
   size_t len = SRD_EP_NAME_MAX;
   if ((rc = fi_getname(&ep->fid, rail->ep_name[i], &len))) return rc;
   rail->ep_name_len = len;
