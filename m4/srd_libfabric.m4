@@ -17,7 +17,8 @@ Debian/Ubuntu: apt-get install libfabric-dev; another installation: PKG_CONFIG_P
   CFLAGS="$CFLAGS $FABRIC_CFLAGS"
   LIBS="$LIBS $FABRIC_LIBS"
   AC_CHECK_DECLS([FI_MR_DMABUF, FI_HMEM_CUDA, FI_OPT_CUDA_API_PERMITTED, FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES,
-                  FI_OPT_EFA_RNR_RETRY, FI_OPT_EFA_EMULATED_WRITE, FI_OPT_MAX_MSG_SIZE], [], [], [[#include <rdma/fabric.h>
+                  FI_OPT_EFA_RNR_RETRY, FI_OPT_EFA_EMULATED_WRITE, FI_OPT_EFA_EMULATED_READ, FI_OPT_MAX_MSG_SIZE,
+                  FI_OPT_SHARED_MEMORY_PERMITTED], [], [], [[#include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_ext.h>]])

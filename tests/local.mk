@@ -151,7 +151,7 @@ if HAVE_GTEST
 SRD_UNIT_TESTS = \
 	tests/util/param_test tests/util/cuda_test \
 	tests/mr/mr_test \
-	tests/topo/group_test tests/topo/ifname_test tests/topo/gdr_test \
+	tests/topo/group_test tests/topo/ifname_test tests/topo/gdr_test tests/topo/efa_select_test \
 	tests/proto/proto_test tests/rail/av_index_test tests/wire/wire_test tests/sched/sched_test \
 	tests/tools/perf_args_test tests/tools/perf_stats_test tests/tools/json_writer_test \
 	tests/tuner/model_test tests/tuner/rules_test tests/tuner/abi_test
@@ -180,6 +180,11 @@ tests_mr_mr_test_LDADD = $(SRD_UNIT_LDADD)
 tests_topo_group_test_SOURCES = tests/topo/group_test.cc
 tests_topo_group_test_CPPFLAGS = $(AM_CPPFLAGS) -DTOPO_XML_DIR='"$(abs_top_srcdir)/tests/topo"'
 tests_topo_group_test_LDADD = libsrd_topo.la libsrd_util.la $(SRD_GTEST_LIBS)
+# efa's offer as its sources describe it (the fixture names each source).
+tests_topo_efa_select_test_SOURCES = tests/topo/efa_select_test.cc
+tests_topo_efa_select_test_CPPFLAGS = $(AM_CPPFLAGS) -DEFA_FIXTURE='"$(abs_top_srcdir)/tests/topo/efa_fi_info.txt"'
+tests_topo_efa_select_test_LDADD = $(SRD_UNIT_LDADD)
+EXTRA_DIST += tests/topo/efa_fi_info.txt
 tests_topo_ifname_test_SOURCES = tests/topo/ifname_test.cc
 tests_topo_ifname_test_LDADD = libsrd_topo.la libsrd_util.la $(SRD_GTEST_LIBS)
 

@@ -367,7 +367,8 @@ struct srd_dev {
   struct srd_device_group group;
   struct srd_mr_cache mrs;
   struct srd_sched_params sched;
-  size_t eager_max;
+  size_t eager_max;     /* NCCL_SRD_EAGER_MAX, cut to the rails' largest send (srd_dev_eager_fit) */
+  char transport[SRD_TRANSPORT_MAX]; /* srd_transport_name: named in our handles, checked in theirs */
   struct srd_gdr_decision gdr; /* GPU memory: offered, dma-buf, flush (decided at init) */
   bool host_local;      /* shm: peers are processes of this host */
   /* The comm table, allocated at open: comms[index] and its generation,
@@ -415,8 +416,11 @@ enum srd_mr_class { SRD_MR_SEND = 1, SRD_MR_RECV = 2 };
  * knows the memory's interface (FI_MR_HMEM), and without it shm copied a GPU
  * source with memcpy and crashed. A device that flushes reads a byte of each
  * GPU receive buffer back through its own loopback address (flush.c). */
-static inline uint64_t srd_mr_rail_access(unsigned cls, int cuda_dev, bool mr_local, bool flush) {
-  if (cls == SRD_MR_SEND) return mr_local || cuda_dev >= 0 ? FI_WRITE : 0;
+/* A rail whose provider may turn our write into the peer's RDMA read of the
+ * source (sends_read: efa's emulated write, long-read protocol) registers
+ * send buffers remotely readable too, and only there. */
+static inline uint64_t srd_mr_rail_access(unsigned cls, int cuda_dev, bool mr_local, bool flush, bool sends_read) {
+  if (cls == SRD_MR_SEND) return mr_local || cuda_dev >= 0 ? FI_WRITE | (sends_read ? FI_REMOTE_READ : 0) : 0;
   return FI_REMOTE_WRITE | (cuda_dev >= 0 && flush ? FI_REMOTE_READ : 0);
 }
 
@@ -444,6 +448,10 @@ void srd_dev_dereg(void *dev, void *handle);
  * held. SRD_ERR_SYSTEM (logged) when one could not be made again (some keep
  * their old key then). */
 int srd_dev_rekey_rail(struct srd_dev *dev, int l);
+
+/* The eager size that fits one send of max_send bytes with its header:
+ * eager_max, or less; SIZE_MAX when not even a hello or clear-to-send fits. */
+size_t srd_dev_eager_fit(size_t eager_max, size_t max_send);
 
 /* Device lifetime (src/proto/dev.c). Caller holds no lock. srd_dev_init once
  * before the first open, with the handlers of incoming completions (their arg

@@ -137,6 +137,14 @@ struct srd_rail {
    * where the device writes and the user vouches (srd_efa_rekey_fences).
    * tcp, and efa emulating writes, check it once, at the write's start. */
   bool keys_fence_writes;
+  /* The peer may read our send buffers: efa's "efa" fabric emulates a write
+   * it cannot make with the device (a peer without RDMA write, or unsolicited
+   * write receive on one side only: efa_rdm_rma_should_write_using_rdma) by
+   * the long-read protocol, where the target RDMA-reads the source under our
+   * registration's key (efa_rdm_rma_post_write), and efa_mr_ofi_to_ibv_access
+   * grants that read for FI_WRITE only when our own device cannot write. */
+  bool sends_read;
+  size_t max_send;         /* largest message one send may carry (FI_OPT_MAX_MSG_SIZE where answered) */
   /* Writes complete only once their data landed at the target (not when the
    * socket took them): what failover re-sends is then exactly what is
    * missing there. Set by the owner. */
@@ -213,6 +221,10 @@ static inline void srd_rail_cq_unlock(struct srd_rail *rail) {
 int srd_rail_open(struct srd_rail *rail, int index, const struct fi_info *info, int neps, size_t buf_size,
                   bool thread_safe, const struct srd_rail_handlers *h);
 void srd_rail_close(struct srd_rail *rail);
+/* The CQ size a rail of this provider info asks for: SRD_RAIL_CQ_SIZE, or 0
+ * (the provider's own) where that is larger (efa). */
+#define SRD_RAIL_CQ_SIZE 4096
+int srd_rail_cq_size(const struct fi_info *info);
 /* The largest single write a rail of this provider info makes. */
 size_t srd_rail_write_limit(const struct fi_info *info);
 
@@ -236,6 +248,9 @@ void srd_rail_av_remove(struct srd_rail *rail, fi_addr_t addr);
 /* Memory registration on this rail's domain. access: FI_* access flags. */
 int srd_rail_reg(struct srd_rail *rail, void *base, size_t len, uint64_t access, int cuda_dev, int dmabuf_fd,
                  uint64_t dmabuf_offset, struct fid_mr **mr);
+/* fi_mr_dmabuf.base_addr for the buffer at base, which lies offset bytes into
+ * its dma-buf (what NCCL's regMrDmaBuf passes). */
+void *srd_rail_dmabuf_base(void *base, uint64_t offset);
 /* NULL for no registration (providers without FI_MR_LOCAL). */
 void *srd_rail_mr_desc(struct fid_mr *mr);
 uint64_t srd_rail_mr_key(struct fid_mr *mr);

@@ -11,8 +11,23 @@
  * (what NCCL sees) is a group of NICs, one group per GPU. */
 #define SRD_MAX_NICS 32 /* NICs the plugin uses, and so NICs of one device */
 #define SRD_MAX_GPUS 32 /* GPUs NICs are grouped around: one device each */
-/* The libfabric API version we were built against. */
-#define SRD_FI_VERSION FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION)
+/* The libfabric API version of the headers we were built against. */
+#define SRD_FI_BUILT_VERSION FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION)
+
+/* The API version every fi_getinfo asks for (src/topo/fi_api.c): the
+ * headers' version bounded by the runtime's; 0 when the runtime is older than
+ * oldest. srd_fi_api_version applies it to this build and fi_version(). */
+uint32_t srd_fi_api_choose(uint32_t built, uint32_t runtime, uint32_t oldest);
+uint32_t srd_fi_api_version(void);
+
+/* efa and the libfabric versions: refused below SRD_EFA_MIN_RUNTIME; warned
+ * when the API asked for predates SRD_EFA_FULL_API (no GPU memory, RDMA off on
+ * some devices) or the runtime predates SRD_EFA_SETTLED_RUNTIME (field crash
+ * reports). Returns -1 refuse, 0 usable with the warning in why, 1 fine. */
+#define SRD_EFA_MIN_RUNTIME FI_VERSION(1, 22)
+#define SRD_EFA_SETTLED_RUNTIME FI_VERSION(2, 0)
+#define SRD_EFA_FULL_API FI_VERSION(1, 18)
+int srd_efa_version_check(uint32_t runtime, uint32_t api, char *why, size_t whylen);
 
 struct fi_info;
 
@@ -106,6 +121,37 @@ struct srd_ll_rule {
   const char *why;
 };
 void srd_ll_rule_for(const char *provider, int ordered_128, int device_writes, struct srd_ll_rule *out);
+
+/* efa's RDM fabrics (man/fi_efa.7.md): "efa", the provider's protocol
+ * (segmentation, emulated RMA where the device lacks it), and "efa-direct"
+ * (libfabric 2.1+: the device alone, sends of one MTU). NCCL_SRD_EFA_FABRIC
+ * chooses (default SRD_EFA_FABRIC_DEFAULT); other providers have one. */
+#define SRD_EFA_FABRIC_DEFAULT "efa"
+const char *srd_efa_fabric(void);
+/* Whether info is of the chosen efa fabric (always, for other providers). */
+int srd_fabric_fits(const struct fi_info *info, const char *efa_fabric);
+/* Frees the entries of *infos that do not fit, keeping the order. */
+void srd_fabric_keep(struct fi_info **infos, const char *efa_fabric);
+/* Who can talk to whom: the efa fabric's name on efa, the provider's name
+ * elsewhere. Carried in the listen handle; a connect across two fails. */
+#define SRD_TRANSPORT_MAX 32
+void srd_transport_name(const struct fi_info *info, char *out, size_t len);
+
+/* Does an efa endpoint's device read (1), or not (0)? -1: cannot say. */
+int srd_efa_device_reads(struct fid_ep *ep);
+/* Ask an efa endpoint (before fi_enable) not to use its shm path: 1 done,
+ * 0 refused, -1 built without the option. */
+int srd_efa_forbid_shm(struct fid_ep *ep);
+/* rdma-core's fork status as ibv_is_fork_initialized answers it, or unknown
+ * (rdma-core before 35). */
+enum { SRD_FORK_DISABLED = 0, SRD_FORK_ENABLED = 1, SRD_FORK_UNNEEDED = 2, SRD_FORK_UNKNOWN = -1 };
+/* What an efa process must be told about fork and huge pages, given the fork
+ * status and FI_EFA_FORK_SAFE (or RDMAV_FORK_SAFE) and FI_EFA_USE_HUGE_PAGE
+ * (NULL: unset): 1 with the warning and its remedy in why, 0 nothing. */
+int srd_efa_fork_advice(int fork_status, const char *fork_safe_env, const char *huge_page_env, char *why,
+                        size_t whylen);
+/* Warn (never set anything) about fork safety and huge pages for efa. */
+void srd_efa_check_process(void);
 
 /* Link speed assumed when neither libfabric nor sysfs reports one. */
 #define SRD_DEFAULT_SPEED_MBPS 10000

@@ -60,11 +60,16 @@ static inline struct srd_imm srd_imm_unpack(uint32_t x) {
 int srd_imm_decode(uint32_t x, struct srd_imm *v, const char **why);
 
 /* The listen handle NCCL carries to the connecting side. */
+#define SRD_HANDLE_TRANSPORT_MAX 32 /* with its NUL */
 struct srd_handle {
   uint32_t listener_id;
   uint64_t cookie;
   uint8_t name_len;
   uint8_t name[SRD_NAME_MAX]; /* rail 0, endpoint 0 of the listener */
+  /* The listener's provider, or efa's fabric (srd_transport_name): a connect
+   * from another one fails at once, naming both, instead of waiting out the
+   * connect timeout for an answer that cannot come. */
+  char transport[SRD_HANDLE_TRANSPORT_MAX];
 };
 
 void srd_handle_encode(const struct srd_handle *h, void *out128);

@@ -1,6 +1,7 @@
 /* listen / connect / accept: non-blocking, as NCCL calls them again until a
  * comm comes back. The hello carries a cookie from the listen handle; a hello
  * or answer with the wrong cookie is dropped and logged. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -67,6 +68,7 @@ int srd_listen(struct srd_dev *dev, void *handle, struct srd_listener **out) {
   dev->listeners = l;
   struct srd_handle h = {.listener_id = l->id, .cookie = l->cookie, .name_len = (uint8_t)dev->rails[0].ep_name_len};
   memcpy(h.name, dev->rails[0].ep_name[0], h.name_len);
+  snprintf(h.transport, sizeof(h.transport), "%s", dev->transport);
   srd_handle_encode(&h, handle);
   *out = l;
   return SRD_OK;
@@ -87,6 +89,16 @@ static struct srd_comm *start_connect(struct srd_dev *dev, const struct srd_hand
   c->connect_key = key;
   c->listener_id = h->listener_id;
   c->deadline_ms = srd_now_ms() + (uint64_t)srd_param_int(SRD_PARAM_CONNECT_TIMEOUT_MS);
+  /* Two transports cannot reach each other: say so now, not after the
+   * connect timeout. */
+  if (strcmp(h->transport, dev->transport)) {
+    srd_comm_fail(c, SRD_ERR_USAGE, "the listener uses %s and this device %s: every node must choose the same "
+                  "provider and efa fabric (NCCL_SRD_PROVIDER, FI_PROVIDER, NCCL_SRD_EFA_FABRIC)", h->transport,
+                  dev->transport);
+    c->next_connecting = dev->connecting;
+    dev->connecting = c;
+    return c;
+  }
   int rc = h->name_len != dev->rails[0].ep_name_len ? -FI_EINVAL
                                                     : dev->rail_ops->av_insert(&dev->rails[0], h->name, &c->listener_addr);
   if (rc == -FI_EHOSTDOWN) {

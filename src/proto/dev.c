@@ -1,6 +1,7 @@
 /* Device lifetime (its rails, opened from the NIC group) and the progress
  * step every entry point runs. */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,12 +17,44 @@
 #define POLL_BUDGET 64
 #define SCAN_INTERVAL_MS 100
 
-static size_t ctrl_buf_size(const struct srd_dev *dev) {
+#define EAGER_HEADER 40
+
+/* The largest control message other than eager data: a hello naming every
+ * path, or a clear-to-send of every buffer with every rail's key. */
+static size_t ctrl_fixed_size(void) {
   size_t hello = 56 + (size_t)SRD_MAX_PATHS * SRD_NAME_MAX;
   size_t cts = 24 + (size_t)SRD_MAX_RECVS * (20 + 8 * SRD_MAX_RAILS);
-  size_t eager = 40 + dev->eager_max;
-  size_t m = hello > cts ? hello : cts;
-  return m > eager ? m : eager;
+  return hello > cts ? hello : cts;
+}
+
+static size_t ctrl_buf_size(const struct srd_dev *dev) {
+  size_t eager = EAGER_HEADER + dev->eager_max;
+  return ctrl_fixed_size() > eager ? ctrl_fixed_size() : eager;
+}
+
+size_t srd_dev_eager_fit(size_t eager_max, size_t max_send) {
+  if (max_send < ctrl_fixed_size()) return SIZE_MAX;
+  return EAGER_HEADER + eager_max > max_send ? max_send - EAGER_HEADER : eager_max;
+}
+
+/* Every control message within one send of every rail (efa-direct: one MTU),
+ * eager data cut to fit. */
+static int fit_ctrl_to_rails(struct srd_dev *dev) {
+  size_t max_send = SIZE_MAX;
+  for (int i = 0; i < dev->nrails; i++)
+    if (dev->rails[i].max_send < max_send) max_send = dev->rails[i].max_send;
+  size_t fit = srd_dev_eager_fit(dev->eager_max, max_send);
+  if (fit == SIZE_MAX) {
+    SRD_WARN("device %d: provider %s sends at most %zu bytes, less than our %zu-byte hello and clear-to-send",
+             dev->index, dev->rails[0].info->fabric_attr->prov_name, max_send, ctrl_fixed_size());
+    return -1;
+  }
+  if (fit != dev->eager_max)
+    SRD_WARN("device %d: NCCL_SRD_EAGER_MAX=%zu with its %d-byte header exceeds the largest send of %s (%zu bytes): "
+             "eager messages carry at most %zu bytes", dev->index, dev->eager_max, EAGER_HEADER, dev->transport,
+             max_send, fit);
+  dev->eager_max = fit;
+  return 0;
 }
 
 const struct srd_rail_ops srd_rail_ops_fabric = {
@@ -155,6 +188,16 @@ int srd_dev_open(struct srd_dev *dev) {
     SRD_WARN("device %d: cannot open %d lane(s) per NIC (%s); progress threads off", dev->index, lanes,
              fi_strerror(-rc));
     rc = open_rails(dev, 1);
+  }
+  if (!rc) srd_transport_name(dev->rails[0].info, dev->transport, sizeof(dev->transport));
+  /* efa's domains (rdmap16s27-rdm) are no kernel interfaces: no link state
+   * to poll there, so only CQ errors take its rails down. */
+  if (!rc && srd_nic_link_down(dev->rails[0].name) < 0)
+    SRD_INFO(NCCL_INIT | NCCL_NET, "device %d: %s is not a kernel network interface: its rails fail on completion "
+             "errors only (no link-state polling)", dev->index, dev->rails[0].name);
+  if (!rc && fit_ctrl_to_rails(dev)) {
+    close_rails(dev);
+    rc = -FI_EMSGSIZE;
   }
   if (rc) {
     srd_dev_comms_fini(dev);

@@ -29,7 +29,7 @@ void srd_dev_dereg(void *arg, void *handle) {
 static int reg_on(struct srd_dev *dev, const struct srd_rail_mrs *m, int l, int dmabuf_fd, uint64_t offset,
                   struct fid_mr **mr) {
   struct srd_rail *rail = &dev->rails[l];
-  uint64_t fi_access = srd_mr_rail_access(m->access, m->cuda_dev, rail->mr_local, dev->gdr.flush);
+  uint64_t fi_access = srd_mr_rail_access(m->access, m->cuda_dev, rail->mr_local, dev->gdr.flush, rail->sends_read);
   *mr = NULL;
   return fi_access ? dev->rail_ops->reg(rail, m->base, m->len, fi_access, m->cuda_dev, dmabuf_fd, offset, mr) : 0;
 }

@@ -37,6 +37,31 @@
 #define FLUSH_SCRATCH 64
 #define FLUSH_READ_BYTES 4
 
+int srd_rail_cq_size(const struct fi_info *info) {
+  /* 0 takes the provider's own size: efa's is larger (efa-direct 12,288,
+   * EFA_DEF_CQ_SIZE in efa_cq_open; efa's protocol at least its tx + rx
+   * queues, efa_rdm_cq_open), and a full CQ there is an error. */
+  return strcmp(info->fabric_attr->prov_name, "efa") ? SRD_RAIL_CQ_SIZE : 0;
+}
+
+/* The largest message one send may carry. efa-direct's sends are one MTU
+ * while its fi_info, asked for FI_RMA, reports the larger RMA limit
+ * (efa_prov_info_set_ep_attr); its endpoint answers FI_OPT_MAX_MSG_SIZE with
+ * the MTU (efa_ep_getopt). Only efa is asked: shm 2.6's getopt reads state
+ * that fi_enable makes (smr_ep_getopt), and the others' fi_info is right. */
+static size_t send_limit(const struct fi_info *info, struct fid_ep *ep) {
+  size_t limit = info->ep_attr->max_msg_size;
+#if HAVE_DECL_FI_OPT_MAX_MSG_SIZE
+  size_t v = 0, len = sizeof(v);
+  if (!strcmp(info->fabric_attr->prov_name, "efa") &&
+      fi_getopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_MAX_MSG_SIZE, &v, &len) == 0 && v && v < limit)
+    limit = v;
+#else
+  (void)ep;
+#endif
+  return limit;
+}
+
 size_t srd_rail_write_limit(const struct fi_info *info) {
   /* One write of at most 64 MiB: larger ones are striped anyway. */
   return info->ep_attr->max_msg_size < SRD_RAIL_MAX_WRITE ? info->ep_attr->max_msg_size : SRD_RAIL_MAX_WRITE;
@@ -167,6 +192,12 @@ static int open_endpoint(struct srd_rail *rail, int i) {
     rail->device_writes = (i == 0 || rail->device_writes) && srd_efa_device_writes(ep) == 1;
     rail->keys_fence_writes =
         srd_efa_rekey_fences(rail->device_writes, (int)srd_param_int(SRD_PARAM_FAILOVER_REKEY));
+    /* Only the "efa" fabric emulates; the long-read protocol needs our
+     * device to read too (efa_rdm_interop_rdma_read), unknown counts as may. */
+    rail->sends_read = !strcmp(rail->info->fabric_attr->name, "efa") && srd_efa_device_reads(ep) != 0;
+    if (srd_efa_forbid_shm(ep) == 0)
+      SRD_INFO(NCCL_INIT | NCCL_NET, "efa endpoint %d: refused FI_OPT_SHARED_MEMORY_PERMITTED=false; host-local peers "
+               "may go through its shm path", i);
   }
   /* GPU rails ask their provider for no CUDA calls of its own; where it
    * refuses, the device's GPU decision already knew (srd_gdr_device). */
@@ -174,6 +205,8 @@ static int open_endpoint(struct srd_rail *rail, int i) {
   if ((rail->info->caps & FI_HMEM) && srd_gdr_forbid_cuda_calls(ep, why, sizeof(why)) == 0)
     SRD_INFO(NCCL_INIT | NCCL_NET, "%s endpoint %d: %s", rail->info->fabric_attr->prov_name, i, why);
   if ((rc = fi_enable(ep))) return rc;
+  size_t limit = send_limit(rail->info, ep);
+  if (i == 0 || limit < rail->max_send) rail->max_send = limit;
   size_t len = SRD_EP_NAME_MAX;
   if ((rc = fi_getname(&ep->fid, rail->ep_name[i], &len))) return rc;
   rail->ep_name_len = len;
@@ -213,7 +246,8 @@ int srd_rail_open(struct srd_rail *rail, int index, const struct fi_info *info, 
   struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
   step = "fi_av_open";
   if ((rc = fi_av_open(rail->domain, &av_attr, &rail->av, NULL))) goto fail;
-  struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_DATA, .wait_obj = FI_WAIT_NONE, .size = 4096};
+  struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_DATA, .wait_obj = FI_WAIT_NONE,
+                               .size = (size_t)srd_rail_cq_size(info)};
   step = "fi_cq_open";
   if ((rc = fi_cq_open(rail->domain, &cq_attr, &rail->cq, NULL))) goto fail;
   step = "endpoint";
@@ -494,4 +528,6 @@ int srd_rail_poll(struct srd_rail *rail, int max) {
   return total;
 }
 
+/* Never down where the name is no kernel interface (efa, shm): there only
+ * the CQ tells (srd_dev_open says so once per device). */
 int srd_rail_link_down(const struct srd_rail *rail) { return srd_nic_link_down(rail->name) == 1; }

@@ -25,6 +25,12 @@ static uint64_t random_key(const struct srd_rail *rail) {
 
 #define KEY_TRIES 8
 
+/* base_addr is the address the dma-buf's first byte has (fi_mr(3)): the
+ * buffer at base lies offset bytes into it, and efa registers the range at
+ * base_addr + offset (efa_mr_reg_ibv_mr, ibv_reg_dmabuf_mr's iova), which
+ * must be base, the address peers write to (FI_MR_VIRT_ADDR). */
+void *srd_rail_dmabuf_base(void *base, uint64_t offset) { return (char *)base - offset; }
+
 int srd_rail_reg(struct srd_rail *rail, void *base, size_t len, uint64_t access, int cuda_dev, int dmabuf_fd,
                  uint64_t dmabuf_offset, struct fid_mr **mr) {
   struct iovec iov = {.iov_base = base, .iov_len = len};
@@ -35,16 +41,17 @@ int srd_rail_reg(struct srd_rail *rail, void *base, size_t len, uint64_t access,
     attr.device.cuda = cuda_dev;
   }
 #if HAVE_DECL_FI_MR_DMABUF
-  struct fi_mr_dmabuf dmabuf = {.fd = dmabuf_fd, .offset = dmabuf_offset, .len = len, .base_addr = base};
+  struct fi_mr_dmabuf dmabuf = {
+      .fd = dmabuf_fd, .offset = dmabuf_offset, .len = len, .base_addr = srd_rail_dmabuf_base(base, dmabuf_offset)};
   if (dmabuf_fd >= 0) {
     attr.dmabuf = &dmabuf;
     attr.iov_count = 1;
     flags |= FI_MR_DMABUF;
   }
 #else
+  (void)dmabuf_offset;
   if (dmabuf_fd >= 0) return -FI_ENOSYS;
 #endif
-  (void)dmabuf_offset;
   bool prov_key = rail->info->domain_attr->mr_mode & FI_MR_PROV_KEY;
   int rc = -FI_ENOKEY;
   for (int t = 0; t < KEY_TRIES && rc == -FI_ENOKEY; t++) { /* a key already in use: draw again */

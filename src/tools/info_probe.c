@@ -38,7 +38,7 @@ static void add_provider(struct info_report *r, const char *name, int rdm) {
 /* Every provider libfabric offers, and which of them do reliable datagrams. */
 static void list_providers(struct info_report *r) {
   struct fi_info *all = NULL;
-  if (fi_getinfo(SRD_FI_VERSION, NULL, NULL, 0, NULL, &all) == 0) {
+  if (fi_getinfo(srd_fi_api_version(), NULL, NULL, 0, NULL, &all) == 0) {
     for (struct fi_info *i = all; i; i = i->next)
       add_provider(r, i->fabric_attr->prov_name, i->ep_attr && i->ep_attr->type == FI_EP_RDM);
     fi_freeinfo(all);
@@ -93,7 +93,7 @@ static void check_efa_without_rdma(struct info_report *r) {
   if (!hints) return;
   hints->ep_attr->type = FI_EP_RDM;
   hints->fabric_attr->prov_name = strdup("efa");
-  if (fi_getinfo(SRD_FI_VERSION, NULL, NULL, 0, hints, &out) == 0) {
+  if (fi_getinfo(srd_fi_api_version(), NULL, NULL, 0, hints, &out) == 0) {
     int rdma = (out->caps & FI_RMA) && (out->caps & FI_REMOTE_WRITE);
     if (!rdma)
       warn(r, "efa is present but offers no RDMA write (older instance type or EFA driver without RDMA); "
@@ -135,6 +135,10 @@ static void check_warnings(struct info_report *r) {
     warn(r, "libfabric %u.%u is older than %d.%d, the oldest nccl-srd supports (the oldest release CI tests)", major,
          minor, SRD_FI_MIN_MAJOR, SRD_FI_MIN_MINOR);
   check_efa_without_rdma(r);
+  char why[400];
+  if (r->discovered && !strcmp(r->nics.provider, "efa") &&
+      srd_efa_version_check(r->fi_runtime, r->fi_api, why, sizeof(why)) == 0)
+    warn(r, "efa: %s", why);
   if (!r->discovered) {
     warn(r, "no usable NIC: no provider offers RDM endpoints with messages, RMA and remote CQ data on a selected "
             "interface (check FI_PROVIDER, NCCL_SRD_PROVIDER, NCCL_SRD_IFNAME)");
@@ -155,9 +159,11 @@ static void check_warnings(struct info_report *r) {
 void info_gather(struct info_report *r) {
   memset(r, 0, sizeof(*r));
   r->fi_runtime = fi_version();
-  r->fi_built = SRD_FI_VERSION;
+  r->fi_built = SRD_FI_BUILT_VERSION;
+  r->fi_api = srd_fi_api_version();
   list_providers(r);
   r->discovered = srd_topo_discover(&r->nics) == 0;
+  if (r->discovered) srd_transport_name(r->nics.nics[0].info, r->transport, sizeof(r->transport));
   if (r->discovered)
     r->grouped = srd_topo_group(&r->nics, NULL, (int)srd_param_int(SRD_PARAM_RAILS), &r->topo) == 0;
   r->gpu_peer_mem = module_loaded("nvidia_peermem") || module_loaded("nv_peer_mem");

@@ -38,17 +38,19 @@ struct info_caps {
 struct info_report {
   uint32_t fi_runtime; /* fi_version() */
   uint32_t fi_built;   /* FI_VERSION this was compiled against */
+  uint32_t fi_api;     /* the API version asked for (srd_fi_api_version), 0: runtime too old */
   int nproviders;
   struct info_provider providers[INFO_MAX_PROVIDERS];
   int discovered; /* srd_topo_discover succeeded */
   struct srd_nic_list nics;
+  char transport[SRD_TRANSPORT_MAX]; /* srd_transport_name of the chosen NICs */
   int grouped;
   struct srd_topo topo;
   struct info_caps caps;
   int gpu_peer_mem; /* nvidia-peermem (or nv_peer_mem) kernel module loaded */
   struct srd_gdr_decision gdr[SRD_MAX_GPUS]; /* per device (topo.groups), when grouped */
   int nwarnings;
-  char warnings[INFO_MAX_WARNINGS][256];
+  char warnings[INFO_MAX_WARNINGS][448];
 };
 
 /* Fills *r; never fails as a whole: what cannot be found is reported. */

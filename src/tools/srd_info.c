@@ -98,13 +98,15 @@ static void json_gdr(struct json_writer *w, const struct srd_gdr_decision *d) {
 
 static void print_text(const struct info_report *r) {
   printf("srd-info %s\n\n", PACKAGE_VERSION);
-  printf("libfabric        %u.%u (built against %u.%u, oldest supported %d.%d)\n", FI_MAJOR(r->fi_runtime),
-         FI_MINOR(r->fi_runtime), FI_MAJOR(r->fi_built), FI_MINOR(r->fi_built), SRD_FI_MIN_MAJOR, SRD_FI_MIN_MINOR);
+  printf("libfabric        %u.%u (built against %u.%u, API %u.%u asked for, oldest supported %d.%d)\n",
+         FI_MAJOR(r->fi_runtime), FI_MINOR(r->fi_runtime), FI_MAJOR(r->fi_built), FI_MINOR(r->fi_built),
+         FI_MAJOR(r->fi_api), FI_MINOR(r->fi_api), SRD_FI_MIN_MAJOR, SRD_FI_MIN_MINOR);
   printf("providers       ");
   for (int i = 0; i < r->nproviders; i++) printf(" %s%s", r->providers[i].name, r->providers[i].rdm ? "" : "(no RDM)");
   printf("\n");
   if (r->discovered) printf("chosen provider  %s: %s\n", r->nics.provider, r->nics.reason);
   else printf("chosen provider  none\n");
+  if (r->discovered) printf("transport        %s (peers must use the same)\n", r->transport);
 
   if (r->discovered) {
     printf("\nNICs (%d)\n", r->nics.n);
@@ -179,6 +181,8 @@ static int print_json(const struct info_report *r) {
   json_string(&w, "version", buf);
   snprintf(buf, sizeof(buf), "%u.%u", FI_MAJOR(r->fi_built), FI_MINOR(r->fi_built));
   json_string(&w, "built_against", buf);
+  snprintf(buf, sizeof(buf), "%u.%u", FI_MAJOR(r->fi_api), FI_MINOR(r->fi_api));
+  json_string(&w, "api_asked", buf);
   snprintf(buf, sizeof(buf), "%d.%d", SRD_FI_MIN_MAJOR, SRD_FI_MIN_MINOR);
   json_string(&w, "oldest_supported", buf);
   json_begin_array(&w, "providers");
@@ -193,6 +197,7 @@ static int print_json(const struct info_report *r) {
   json_begin_object(&w, "provider");
   json_string(&w, "name", r->discovered ? r->nics.provider : NULL);
   json_string(&w, "reason", r->discovered ? r->nics.reason : NULL);
+  json_string(&w, "transport", r->discovered ? r->transport : NULL);
   json_end_object(&w);
   json_begin_array(&w, "nics");
   for (int i = 0; r->discovered && i < r->nics.n; i++) {

@@ -127,7 +127,7 @@ struct fi_info *srd_gdr_hmem_info(const struct fi_info *info) {
   hints->fabric_attr->prov_name = strdup(info->fabric_attr->prov_name);
   hints->fabric_attr->name = info->fabric_attr->name ? strdup(info->fabric_attr->name) : NULL;
   hints->domain_attr->name = info->domain_attr->name ? strdup(info->domain_attr->name) : NULL;
-  int rc = fi_getinfo(SRD_FI_VERSION, NULL, NULL, 0, hints, &out);
+  int rc = fi_getinfo(srd_fi_api_version(), NULL, NULL, 0, hints, &out);
   fi_freeinfo(hints);
   if (rc) return NULL;
   if (!(out->caps & FI_HMEM)) {
@@ -178,8 +178,11 @@ static void probe_fabric_dmabuf(struct srd_gdr_inputs *in) {
   in->fi_dmabuf = 0;
   if (!HAVE_DECL_FI_MR_DMABUF)
     snprintf(in->fi_dmabuf_why, sizeof(in->fi_dmabuf_why), "built against libfabric headers without FI_MR_DMABUF");
-  else if (fi_version() < FI_VERSION(1, 20))
-    snprintf(in->fi_dmabuf_why, sizeof(in->fi_dmabuf_why), "libfabric %u.%u predates FI_MR_DMABUF (1.20)",
+  /* The API version asked for, not the runtime's: below 1.20 libfabric
+   * reads fi_mr_attr's dmabuf union as mr_iov (ofi_mr_update_attr). */
+  else if (FI_VERSION_LT(srd_fi_api_version(), FI_VERSION(1, 20)))
+    snprintf(in->fi_dmabuf_why, sizeof(in->fi_dmabuf_why), "libfabric API %u.%u (asked of libfabric %u.%u) predates "
+             "FI_MR_DMABUF (1.20)", FI_MAJOR(srd_fi_api_version()), FI_MINOR(srd_fi_api_version()),
              FI_MAJOR(fi_version()), FI_MINOR(fi_version()));
   else if (srd_gdr_provider_copies(in->provider))
     snprintf(in->fi_dmabuf_why, sizeof(in->fi_dmabuf_why), "%s copies GPU memory with CUDA: a dma-buf gives it nothing",
@@ -267,6 +270,13 @@ int srd_gdr_device(const struct srd_nic_list *nics, const struct srd_device_grou
   }
   SRD_INFO(NCCL_INIT | NCCL_NET, "device %d: GPU pointers %s: %s", index, out->gpu ? "offered" : "not offered",
            out->why);
+  /* On efa with GPUs this is a misbuilt or misconfigured install, not a
+   * choice: every transfer would be staged through host memory. */
+  if (!out->gpu && in.mode != SRD_GDR_OFF && in.cuda == 1 && provider_is(in.provider, "efa"))
+    SRD_WARN("device %d: efa WITHOUT GPU memory (%s)%s", index, out->why,
+             HAVE_DECL_FI_OPT_CUDA_API_PERMITTED ? ""
+             : "; fix: rebuild nccl-srd against the EFA installer's libfabric "
+               "(PKG_CONFIG_PATH=/opt/amazon/efa/lib/pkgconfig)");
   if (out->gpu) {
     SRD_INFO(NCCL_INIT | NCCL_NET, "device %d: dma-buf %s: %s", index, out->dmabuf ? "offered" : "not offered",
              out->dmabuf_why);

@@ -5,7 +5,9 @@
 
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
+#include <rdma/fi_errno.h>
 
+#include "config.h"
 #include "srd/log.h"
 #include "srd/param.h"
 #include "srd/topo.h"
@@ -19,6 +21,9 @@ static struct fi_info *base_hints(const char *prov) {
   h->caps = REQUIRED_CAPS;
   /* Every operation context starts with room for the provider's context. */
   h->mode = FI_CONTEXT | FI_CONTEXT2;
+  /* FI_RX_CQ_DATA stays out of mode: with it efa-direct would consume a
+   * posted receive for every write with data (efa_user_info_alter_direct),
+   * and our writes land without one. */
   h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
   h->domain_attr->threading = FI_THREAD_DOMAIN;
   h->domain_attr->control_progress = FI_PROGRESS_UNSPEC;
@@ -45,9 +50,11 @@ static void explain_rejection(const char *prov) {
   if (!h) return;
   h->ep_attr->type = FI_EP_RDM;
   if (prov) h->fabric_attr->prov_name = strdup(prov);
-  int rc = fi_getinfo(SRD_FI_VERSION, NULL, NULL, 0, h, &infos);
+  int rc = fi_getinfo(srd_fi_api_version(), NULL, NULL, 0, h, &infos);
   if (rc) {
-    SRD_INFO(NCCL_INIT | NCCL_NET, "provider %s: no FI_EP_RDM endpoint (%s)", prov ? prov : "(any)", fi_strerror(-rc));
+    SRD_INFO(NCCL_INIT | NCCL_NET, "provider %s: no FI_EP_RDM endpoint through libfabric %u.%u's API %u.%u (%s)",
+             prov ? prov : "(any)", FI_MAJOR(fi_version()), FI_MINOR(fi_version()),
+             FI_MAJOR(srd_fi_api_version()), FI_MINOR(srd_fi_api_version()), fi_strerror(-rc));
   } else {
     char missing[128] = "";
     for (size_t i = 0; i < sizeof(cap_names) / sizeof(cap_names[0]); i++)
@@ -62,7 +69,58 @@ static void explain_rejection(const char *prov) {
   fi_freeinfo(h);
 }
 
+const char *srd_efa_fabric(void) {
+  const char *v = srd_param_str(SRD_PARAM_EFA_FABRIC);
+  if (!v || !strcmp(v, SRD_EFA_FABRIC_DEFAULT)) return SRD_EFA_FABRIC_DEFAULT;
+  /* efa-direct's sends are one MTU while its fi_info, with FI_RMA, reports
+   * the RMA limit (efa_prov_info_set_ep_attr): only the endpoint tells. */
+  if (!strcmp(v, "efa-direct") && !HAVE_DECL_FI_OPT_MAX_MSG_SIZE) {
+    SRD_WARN("NCCL_SRD_EFA_FABRIC=efa-direct needs FI_OPT_MAX_MSG_SIZE to size its sends, which the libfabric "
+             "headers of this build lack; using %s", SRD_EFA_FABRIC_DEFAULT);
+    return SRD_EFA_FABRIC_DEFAULT;
+  }
+  if (!strcmp(v, "efa-direct")) return "efa-direct";
+  SRD_WARN("NCCL_SRD_EFA_FABRIC=%s is neither efa nor efa-direct; using %s", v, SRD_EFA_FABRIC_DEFAULT);
+  return SRD_EFA_FABRIC_DEFAULT;
+}
+
+int srd_fabric_fits(const struct fi_info *info, const char *efa_fabric) {
+  if (strcmp(info->fabric_attr->prov_name, "efa")) return 1;
+  return info->fabric_attr->name && !strcmp(info->fabric_attr->name, efa_fabric);
+}
+
+void srd_fabric_keep(struct fi_info **infos, const char *efa_fabric) {
+  for (struct fi_info **p = infos; *p;) {
+    struct fi_info *i = *p;
+    if (srd_fabric_fits(i, efa_fabric)) {
+      p = &i->next;
+      continue;
+    }
+    *p = i->next;
+    i->next = NULL;
+    fi_freeinfo(i);
+  }
+}
+
+void srd_transport_name(const struct fi_info *info, char *out, size_t len) {
+  const char *prov = info->fabric_attr->prov_name;
+  /* efa's fabrics do not talk to each other; tcp's fabric names are subnets,
+   * which may differ between nodes that talk. */
+  snprintf(out, len, "%s", !strcmp(prov, "efa") && info->fabric_attr->name ? info->fabric_attr->name : prov);
+}
+
+/* efa at a libfabric version it is refused on is not usable; one it is warned
+ * on is, with the warning. */
+static int efa_version_usable(void) {
+  char why[400];
+  int v = srd_efa_version_check(fi_version(), srd_fi_api_version(), why, sizeof(why));
+  if (v < 0) SRD_WARN("provider efa is not used: %s", why);
+  else if (v == 0) SRD_WARN("provider efa: %s", why);
+  return v >= 0;
+}
+
 static int try_provider(const char *prov, struct fi_info **infos) {
+  if (!srd_fi_api_version()) return -1;
   struct fi_info *h = base_hints(prov);
   if (!h) return -1;
   /* With FI_SOURCE every completion names its sender, and the comm layer
@@ -70,13 +128,31 @@ static int try_provider(const char *prov, struct fi_info **infos) {
    * taken as it is (then only the token binds a message to its comm, and
    * only holders of a key can produce write completions). */
   h->caps |= FI_SOURCE;
-  int rc = fi_getinfo(SRD_FI_VERSION, NULL, NULL, 0, h, infos);
+  int rc = fi_getinfo(srd_fi_api_version(), NULL, NULL, 0, h, infos);
   if (rc) {
     h->caps &= ~(uint64_t)FI_SOURCE;
-    rc = fi_getinfo(SRD_FI_VERSION, NULL, NULL, 0, h, infos);
+    rc = fi_getinfo(srd_fi_api_version(), NULL, NULL, 0, h, infos);
   }
   fi_freeinfo(h);
   if (rc) return -1;
+  if (!strcmp(prov, "efa")) {
+    /* efa lists efa-direct first (efa_util_prov_initialize), and NIC
+     * discovery keeps a domain's first entry: keep only the chosen fabric. */
+    const char *fabric = srd_efa_fabric();
+    srd_fabric_keep(infos, fabric);
+    if (!*infos) {
+      SRD_WARN("provider efa offers no \"%s\" fabric for our endpoints (NCCL_SRD_EFA_FABRIC)%s", fabric,
+               strcmp(fabric, "efa-direct") ? ""
+               : ": efa-direct needs libfabric 2.1 or later and a device with RDMA read, write and unsolicited "
+                 "write receive");
+      return -1;
+    }
+    if (!efa_version_usable()) {
+      fi_freeinfo(*infos);
+      *infos = NULL;
+      return -1;
+    }
+  }
   /* Immediate data carries the completion protocol: 4 bytes are required. */
   if ((*infos)->domain_attr->cq_data_size < 4) {
     SRD_WARN("provider %s carries only %zu bytes of remote CQ data; 4 are required", (*infos)->fabric_attr->prov_name,
@@ -89,6 +165,11 @@ static int try_provider(const char *prov, struct fi_info **infos) {
 }
 
 int srd_fabric_choose(struct fi_info **infos, char *provider, size_t provider_len, char *reason, size_t reason_len) {
+  if (!srd_fi_api_version()) {
+    SRD_WARN("libfabric %u.%u at run time is older than %d.%d, the oldest nccl-srd supports",
+             FI_MAJOR(fi_version()), FI_MINOR(fi_version()), SRD_FI_MIN_MAJOR, SRD_FI_MIN_MINOR);
+    return -1;
+  }
   const char *forced = srd_param_str(SRD_PARAM_PROVIDER);
   const char *why = "NCCL_SRD_PROVIDER";
   if (!forced) forced = getenv("FI_PROVIDER"), why = "FI_PROVIDER";
@@ -99,7 +180,11 @@ int srd_fabric_choose(struct fi_info **infos, char *provider, size_t provider_le
       explain_rejection(forced);
       return -1;
     }
-    snprintf(reason, reason_len, "requested by %s=%s", why, forced);
+    if (!strcmp(forced, "efa"))
+      snprintf(reason, reason_len, "requested by %s=%s; fabric %s (NCCL_SRD_EFA_FABRIC)", why, forced,
+               (*infos)->fabric_attr->name);
+    else
+      snprintf(reason, reason_len, "requested by %s=%s", why, forced);
   } else {
     /* libfabric 2.x's tcp provider is RDM itself; its ofi_rxm crashes in its
      * own error path (rxm_handle_comp_error) when a peer dies, so on 2.x the
@@ -119,7 +204,8 @@ int srd_fabric_choose(struct fi_info **infos, char *provider, size_t provider_le
       return -1;
     }
     if (i == 0)
-      snprintf(reason, reason_len, "efa is preferred when present");
+      snprintf(reason, reason_len, "efa is preferred when present; fabric %s (NCCL_SRD_EFA_FABRIC)",
+               (*infos)->fabric_attr->name);
     else if (v2 && !strcmp(order[i], "tcp"))
       snprintf(reason, reason_len,
                "first usable of %s; libfabric %u.%u: native tcp before tcp;ofi_rxm, whose error path crashes", tried,
@@ -128,5 +214,6 @@ int srd_fabric_choose(struct fi_info **infos, char *provider, size_t provider_le
       snprintf(reason, reason_len, "first usable of %s", tried);
   }
   snprintf(provider, provider_len, "%s", (*infos)->fabric_attr->prov_name);
+  if (!strcmp(provider, "efa")) srd_efa_check_process();
   return 0;
 }

@@ -67,6 +67,9 @@ static const struct srd_param_desc table[SRD_PARAM_COUNT] = {
                        "GPU memory (GPUDirect RDMA): auto (when provider and CUDA allow), 0 (host only), 1 (required)"},
     [SRD_PARAM_TEST_CPUS] = {"NCCL_SRD_TEST_CPUS", 0, 0, 0, 4096,
                              "test mode: CPUs (online and usable) the automatic progress-thread count assumes"},
+    [SRD_PARAM_EFA_FABRIC] = {"NCCL_SRD_EFA_FABRIC", 1, 0, 0, 0,
+                              "efa's fabric: efa (the provider's protocol: any EFA device, emulation where the "
+                              "device lacks RDMA) or efa-direct (the device alone); every node must choose the same"},
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;

@@ -3,8 +3,10 @@
 #include <string.h>
 
 #define MSG_MAGIC 0x5352u /* "SR" */
-#define MSG_VERSION 7 /* 4: every header carries the destination comm's token; 5: requests to send, rail notices, the close notice counts writes; 6: rail probes answered; 7: the answer carries the write id */
+#define MSG_VERSION 7 /* 4: every header carries the destination comm's token; 5: requests to send, rail notices, the close notice counts writes; 6: rail probes answered; 7: the answer carries the write id, the handle names the transport */
 #define HANDLE_MAGIC 0x31445253u /* "SRD1" */
+#define HANDLE_TRANSPORT_AT (24 + SRD_NAME_MAX) /* after the header and the longest address */
+_Static_assert(HANDLE_TRANSPORT_AT + SRD_HANDLE_TRANSPORT_MAX <= SRD_HANDLE_SIZE, "the transport fits the handle");
 #define TOKEN_AT 8 /* header: magic (2), version (1), type (1), destination comm (4), token (8) */
 
 /* Little-endian byte cursor: peers may differ in alignment, never in meaning. */
@@ -72,6 +74,9 @@ void srd_handle_encode(const struct srd_handle *h, void *out128) {
   put(&c, 0, 4);
   put(&c, h->cookie, 8);
   put_bytes(&c, h->name, h->name_len);
+  c = writer((uint8_t *)out128 + HANDLE_TRANSPORT_AT, SRD_HANDLE_TRANSPORT_MAX);
+  const char *end = memchr(h->transport, 0, SRD_HANDLE_TRANSPORT_MAX - 1);
+  put_bytes(&c, h->transport, end ? (size_t)(end - h->transport) : SRD_HANDLE_TRANSPORT_MAX - 1);
 }
 
 int srd_handle_decode(const void *in128, struct srd_handle *h, const char **why) {
@@ -89,6 +94,13 @@ int srd_handle_decode(const void *in128, struct srd_handle *h, const char **why)
   if (!name) return *why = "handle address overruns the handle", -1;
   memcpy(h->name, name, h->name_len);
   if (h->cookie == 0) return *why = "handle has no cookie", -1;
+  const char *t = (const char *)in128 + HANDLE_TRANSPORT_AT;
+  const char *end = memchr(t, 0, SRD_HANDLE_TRANSPORT_MAX);
+  size_t tlen = end ? (size_t)(end - t) : 0;
+  if (tlen == 0) return *why = "handle names no transport", -1;
+  for (size_t i = 0; i < tlen; i++)
+    if (t[i] < 0x21 || t[i] > 0x7e) return *why = "handle's transport name is not printable", -1;
+  memcpy(h->transport, t, tlen);
   return 0;
 }
 

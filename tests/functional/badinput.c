@@ -42,6 +42,8 @@ static void setup(void *arg) {
 /* Where the listen handle keeps the listener's cookie (include/srd/wire.h). */
 #define COOKIE_OFFSET 16
 #define COOKIE_SIZE 8
+/* Where it names the listener's transport: after the longest address. */
+#define TRANSPORT_OFFSET (24 + 64)
 
 /* A connect with this handle must fail within BOUND_MS with one of the codes
  * in `codes` (a CODE() mask) and log a warning. */
@@ -73,10 +75,23 @@ static void handle_variants(const char *real) {
   memset(h, 0, HSIZE);
   memcpy(h, real, 4);
   expect_connect_error("a truncated (4 bytes kept)", h, invalid);
-  /* The address is zeros: tcp refuses it at once, shm finds no one there. */
+  /* Header and cookie kept, address and transport zeros: no transport named. */
   memset(h, 0, HSIZE);
   memcpy(h, real, 24);
-  expect_connect_error("a truncated (24 bytes kept)", h, CODE(ncclInvalidUsage) | CODE(ncclRemoteError));
+  expect_connect_error("a truncated (24 bytes kept)", h, invalid);
+  /* The address is zeros, the transport ours: tcp refuses the address at
+   * once, shm finds no one there. */
+  memset(h, 0, HSIZE);
+  memcpy(h, real, 24);
+  memcpy(h + TRANSPORT_OFFSET, real + TRANSPORT_OFFSET, HSIZE - TRANSPORT_OFFSET);
+  expect_connect_error("a zero-address", h, CODE(ncclInvalidUsage) | CODE(ncclRemoteError));
+  /* A listener on another transport (efa's other fabric, another provider)
+   * cannot be reached: refused at once as a usage error naming both, not
+   * after the connect timeout (ncclRemoteError). */
+  memcpy(h, real, HSIZE);
+  memset(h + TRANSPORT_OFFSET, 0, HSIZE - TRANSPORT_OFFSET);
+  memcpy(h + TRANSPORT_OFFSET, "efa-direct", 10);
+  expect_connect_error("another transport's", h, CODE(ncclInvalidUsage));
   /* Everything right but the cookie: only the listener can tell, and it must
    * not answer. */
   memcpy(h, real, HSIZE);

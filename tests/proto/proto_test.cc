@@ -1529,11 +1529,27 @@ TEST(MrRailAccess, PerClassMemoryAndProvider) {
   for (bool mr_local : {false, true})
     for (bool flush : {false, true}) {
       SCOPED_TRACE(testing::Message() << "mr_local " << mr_local << " flush " << flush);
-      EXPECT_EQ(uint64_t{FI_WRITE}, srd_mr_rail_access(SRD_MR_SEND, 0, mr_local, flush));
-      EXPECT_EQ(uint64_t{FI_WRITE}, srd_mr_rail_access(SRD_MR_SEND, 3, mr_local, flush));
-      EXPECT_EQ(mr_local ? uint64_t{FI_WRITE} : 0, srd_mr_rail_access(SRD_MR_SEND, -1, mr_local, flush));
-      EXPECT_EQ(uint64_t{FI_REMOTE_WRITE}, srd_mr_rail_access(SRD_MR_RECV, -1, mr_local, flush));
-      EXPECT_EQ(FI_REMOTE_WRITE | (flush ? FI_REMOTE_READ : 0), srd_mr_rail_access(SRD_MR_RECV, 0, mr_local, flush));
+      EXPECT_EQ(uint64_t{FI_WRITE}, srd_mr_rail_access(SRD_MR_SEND, 0, mr_local, flush, false));
+      EXPECT_EQ(uint64_t{FI_WRITE}, srd_mr_rail_access(SRD_MR_SEND, 3, mr_local, flush, false));
+      EXPECT_EQ(mr_local ? uint64_t{FI_WRITE} : 0, srd_mr_rail_access(SRD_MR_SEND, -1, mr_local, flush, false));
+      EXPECT_EQ(uint64_t{FI_REMOTE_WRITE}, srd_mr_rail_access(SRD_MR_RECV, -1, mr_local, flush, false));
+      EXPECT_EQ(FI_REMOTE_WRITE | (flush ? FI_REMOTE_READ : 0),
+                srd_mr_rail_access(SRD_MR_RECV, 0, mr_local, flush, false));
+    }
+}
+
+// efa's "efa" fabric may emulate a write by the peer's RDMA read of our
+// source (long-read protocol): a send registration there is readable too,
+// and only a send registration we make at all; receive buffers never.
+TEST(MrRailAccess, EmulatedWritesReadTheSource) {
+  for (bool mr_local : {false, true})
+    for (bool flush : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "mr_local " << mr_local << " flush " << flush);
+      EXPECT_EQ(FI_WRITE | FI_REMOTE_READ, srd_mr_rail_access(SRD_MR_SEND, 0, mr_local, flush, true));
+      EXPECT_EQ(mr_local ? FI_WRITE | FI_REMOTE_READ : 0, srd_mr_rail_access(SRD_MR_SEND, -1, mr_local, flush, true));
+      EXPECT_EQ(uint64_t{FI_REMOTE_WRITE}, srd_mr_rail_access(SRD_MR_RECV, -1, mr_local, flush, true));
+      EXPECT_EQ(FI_REMOTE_WRITE | (flush ? FI_REMOTE_READ : 0),
+                srd_mr_rail_access(SRD_MR_RECV, 0, mr_local, flush, true));
     }
 }
 

@@ -520,6 +520,7 @@ static int floods(int rank, int nranks, void *arg) {
   /* A fake listener handle naming the rogue. */
   struct srd_handle fh = {.listener_id = 0x5151, .cookie = 0x1234, .name_len = (uint8_t)r.name_len};
   memcpy(fh.name, r.name, r.name_len);
+  memcpy(fh.transport, h.transport, sizeof(fh.transport)); /* the victim's own: the connect goes ahead */
   char fake[HSIZE];
   srd_handle_encode(&fh, fake);
   st_oob_send(0, fake, HSIZE);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -23,6 +24,7 @@ constexpr size_t kCtsFixed = kHeader + 8;
 constexpr size_t kCtsEntryFixed = 20;
 constexpr size_t kEagerHeader = kHeader + 12;
 constexpr size_t kHandleNameOffset = 24;
+constexpr size_t kHandleTransportOffset = kHandleNameOffset + SRD_NAME_MAX;
 
 // A copy of bytes in a heap block of exactly their size.
 struct Exact {
@@ -218,6 +220,7 @@ struct srd_handle make_handle(std::mt19937_64 &rng, uint8_t name_len) {
   while (h.cookie == 0);
   h.name_len = name_len;
   for (int i = 0; i < name_len; i++) h.name[i] = static_cast<uint8_t>(rng());
+  snprintf(h.transport, sizeof(h.transport), "%s", rng() % 2 ? "efa-direct" : "tcp;ofi_rxm");
   return h;
 }
 
@@ -257,8 +260,33 @@ TEST(Handle, GoodHandlesRoundTrip) {
       EXPECT_EQ(h.cookie, d.cookie);
       ASSERT_EQ(h.name_len, d.name_len);
       EXPECT_EQ(0, memcmp(h.name, d.name, h.name_len));
+      EXPECT_STREQ(h.transport, d.transport);
     }
   }
+}
+
+// The transport (provider, or efa's fabric) travels in the handle so that a
+// connect across two fails at once; a handle without one, or with one that
+// is not a printable, terminated name, is refused.
+TEST(Handle, TransportIsRequiredAndChecked) {
+  std::mt19937_64 rng(41);
+  struct srd_handle h = make_handle(rng, SRD_NAME_MAX);
+  snprintf(h.transport, sizeof(h.transport), "%s", "efa");
+  std::vector<uint8_t> good = encode_handle(h);
+  EXPECT_EQ(0, memcmp(&good[kHandleTransportOffset], "efa", 4));
+  struct srd_handle d;
+  const char *why = nullptr;
+  ASSERT_EQ(0, decode_handle(good, &d, &why)) << (why ? why : "");
+  EXPECT_STREQ("efa", d.transport);
+  std::vector<uint8_t> none = good;
+  none[kHandleTransportOffset] = 0;
+  expect_handle_rejected(none, "no transport");
+  std::vector<uint8_t> unterminated = good;
+  memset(&unterminated[kHandleTransportOffset], 'x', SRD_HANDLE_TRANSPORT_MAX);
+  expect_handle_rejected(unterminated, "unterminated transport");
+  std::vector<uint8_t> unprintable = good;
+  unprintable[kHandleTransportOffset + 1] = '\n';
+  expect_handle_rejected(unprintable, "unprintable transport");
 }
 
 TEST(Handle, EncodeFillsTheWholeHandle) {
@@ -266,7 +294,11 @@ TEST(Handle, EncodeFillsTheWholeHandle) {
   std::mt19937_64 rng(4);
   struct srd_handle h = make_handle(rng, 10);
   std::vector<uint8_t> bytes = encode_handle(h);
-  for (size_t i = kHandleNameOffset + 10; i < SRD_HANDLE_SIZE; i++) EXPECT_EQ(0, bytes[i]) << i;
+  size_t tlen = strlen(h.transport);
+  for (size_t i = kHandleNameOffset + 10; i < SRD_HANDLE_SIZE; i++) {
+    bool transport = i >= kHandleTransportOffset && i < kHandleTransportOffset + tlen;
+    EXPECT_TRUE(transport || bytes[i] == 0) << i;
+  }
 }
 
 TEST(Handle, BadMagicIsRejected) {
