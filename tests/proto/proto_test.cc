@@ -20,7 +20,9 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wshadow"
 extern "C" {
+#include "nccl/net.h"
 #include "srd/comm.h"
+#include "srd/net.h"
 #include "srd/param.h"
 }
 #pragma GCC diagnostic pop
@@ -65,6 +67,7 @@ struct Fake {
   uint64_t keys_made = 0;
   int mrs_open = 0;
   int writable_open = 0; // of them, remotely writable
+  int reg_cuda_dev = -2;  // the GPU the last registration named (-1 host memory)
 
   bool no_buffers = false;
   bool provider_full = false;
@@ -111,8 +114,9 @@ struct FakeMr {
   uint64_t access;
 };
 uint64_t mr_key(fid_mr *mr) { return mr ? reinterpret_cast<FakeMr *>(mr)->key : 0x5eed; }
-int reg(srd_rail *, void *, size_t, uint64_t access, int, int, uint64_t, fid_mr **mr) {
+int reg(srd_rail *, void *, size_t, uint64_t access, int cuda_dev, int, uint64_t, fid_mr **mr) {
   if (g.reg_refused) return g.reg_refused;
+  g.reg_cuda_dev = cuda_dev;
   *mr = reinterpret_cast<fid_mr *>(new FakeMr{++g.keys_made, access});
   g.mrs_open++;
   g.writable_open += (access & FI_REMOTE_WRITE) != 0;
@@ -1388,6 +1392,35 @@ TEST_F(Proto, ProbeRefusalsWithThePeerHeardBetweenAreNotALoss) {
   srd_dev_probe_silent_peers(&a, s->last_wait_ms);
   EXPECT_EQ(SRD_ERR_REMOTE, s->result) << "refused for over 4 keepalives with nothing heard";
   g.provider_full = false;
+}
+
+// GPU buffers are registered with the GPU that owns them, asked of the
+// driver for each buffer: on a host of several GPUs a device gets buffers of
+// any of them.
+TEST_F(Proto, GpuBufferIsRegisteredWithItsOwnGpu) {
+  fake::Driver driver;
+  fake::state.devices = 4;
+  static char gpu[4][4096];
+  for (int k = 0; k < 4; k++) {
+    fake::state.mem_base[k] = reinterpret_cast<uintptr_t>(gpu[k]);
+    fake::state.mem_len[k] = sizeof(gpu[k]);
+  }
+  b.gdr.gpu = true;
+  srd_mr_ops ops = {srd_dev_reg, srd_dev_dereg, &b};
+  srd_mr_cache_init(&b.mrs, &ops, 1);
+  for (int k : {2, 0, 3, 1}) {
+    void *mh = nullptr;
+    ASSERT_EQ(ncclSuccess, srd_net_reg_mr(r, gpu[k] + 64, 1024, NCCL_PTR_CUDA, -1, 0, &mh));
+    EXPECT_EQ(k, g.reg_cuda_dev) << "a buffer of GPU " << k << " registered for another GPU";
+    EXPECT_EQ(ncclSuccess, srd_net_dereg_mr(r, mh));
+  }
+  std::vector<char> host(1024);
+  void *mh = nullptr;
+  ASSERT_EQ(ncclSuccess, srd_net_reg_mr(r, host.data(), host.size(), NCCL_PTR_HOST, -1, 0, &mh));
+  EXPECT_EQ(-1, g.reg_cuda_dev);
+  EXPECT_EQ(ncclSuccess, srd_net_dereg_mr(r, mh));
+  EXPECT_EQ(0, g.mrs_open);
+  srd_mr_cache_fini(&b.mrs);
 }
 
 TEST_F(Proto, GpuMemoryNeverGoesEagerly) {
