@@ -8,6 +8,8 @@
  *            serves the legitimate peer
  *   self     connecting to our own closed listener fails, nothing crashes
  *   floods   unexpected eager data, hellos and pre-answer messages are capped
+ *   unexpected  eager data kept before its receive: at most 1,024 sequences
+ *            ahead and 1,024 messages, memory measured (unexpected.c)
  *   regions  a killed process's shm region is removed by the next process
  *   misuse   double close, accept after closeListen, test after close, a
  *            deregistered handle, double finalize: errors, not crashes */
@@ -30,35 +32,9 @@
 #include "rogue.h"
 #include "srdtest.h"
 
-#define OP_MS 3000
 #define PROBE_MS 1000 /* a forbidden access may never complete (tcp drops the connection) */
 
 
-static void decode_handle(const char *handle, struct srd_handle *h) {
-  const char *why;
-  ST_CHECK(srd_handle_decode(handle, h, &why) == 0, "handle: %s", why);
-}
-
-/* The victim's token for the comm of the last rogue_handshake: a rogue that
- * has the cookie (a peer inside the job) learns it from the answer. */
-static uint64_t victim_token;
-
-/* The rogue says hello to the victim's listener and plays its sender: the
- * victim's recv comm id and token come back in the answer. */
-static fi_addr_t rogue_handshake(struct rogue *r, const char *handle, uint32_t *victim_comm) {
-  struct srd_handle h;
-  decode_handle(handle, &h);
-  fi_addr_t v = rogue_insert(r, h.name);
-  char msg[ROGUE_BUF];
-  size_t len = rogue_hello(r, msg, &h, 0x777, NULL, (uint8_t)r->name_len);
-  ST_CHECK(rogue_send(r, v, msg, len, OP_MS) == 0, "rogue: hello not sent");
-  struct srd_msg m;
-  do ST_CHECK(rogue_recv(r, &m, SETUP_MS) == 0, "rogue: no answer to its hello");
-  while (m.type != SRD_MSG_ACCEPT);
-  *victim_comm = m.u.peer.src_comm;
-  victim_token = m.u.peer.token;
-  return v;
-}
 
 /* ---------- keys: no hello, guessed keys ---------- */
 
@@ -180,7 +156,7 @@ static int cts(int rank, int nranks, void *arg) {
   char handle[HSIZE];
   st_oob_recv(0, handle, HSIZE, SETUP_MS);
   uint32_t victim = 0;
-  fi_addr_t v = rogue_handshake(&r, handle, &victim);
+  fi_addr_t v = rogue_handshake(&r, handle, &victim, NULL);
   struct srd_msg m;
   do ST_CHECK(rogue_recv(&r, &m, SETUP_MS) == 0, "rogue: no clear-to-send");
   while (m.type != SRD_MSG_CTS);
@@ -515,7 +491,8 @@ static int floods(int rank, int nranks, void *arg) {
   char handle[HSIZE];
   st_oob_recv(0, handle, HSIZE, SETUP_MS);
   uint32_t victim = 0;
-  fi_addr_t v = rogue_handshake(&r, handle, &victim);
+  uint64_t victim_token = 0;
+  fi_addr_t v = rogue_handshake(&r, handle, &victim, &victim_token);
   char msg[ROGUE_BUF];
   int sent = 0;
   for (uint32_t seq = 1; seq <= 3000; seq++, sent++) {
@@ -582,11 +559,13 @@ static int case_regions(const struct st_ctx *c) {
   return is_shm(c) ? run(c, "regions", 2, victim_killed_region) : st_skip(c, "only shm leaves regions in /dev/shm");
 }
 static int case_misuse(const struct st_ctx *c) { return run(c, "misuse", 2, api_misuse); }
+static int case_unexpected(const struct st_ctx *c) { return run(c, "unexpected", 2, unexpected_cap); }
 
 int main(int argc, char **argv) {
   static const struct st_case cases[] = {
       {"keys", case_keys},     {"cts", case_cts},         {"hellos", case_hellos}, {"self", case_self},
       {"floods", case_floods}, {"regions", case_regions}, {"misuse", case_misuse}, {"forged", case_forged},
+      {"unexpected", case_unexpected},
   };
   return st_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
 }

@@ -18,6 +18,7 @@
 #define VERSION 11
 #define HSIZE NCCL_NET_HANDLE_MAXSIZE
 #define SETUP_MS 30000
+#define OP_MS 3000
 
 #define ROGUE_RECVS 16
 #define ROGUE_BUF 65536
@@ -53,6 +54,12 @@ int rogue_send(struct rogue *r, fi_addr_t peer, const void *buf, size_t len, int
  * until the next call); 0, or -1 on timeout. */
 int rogue_recv(struct rogue *r, struct srd_msg *m, int ms);
 
+void decode_handle(const char *handle, struct srd_handle *h);
+/* The rogue says hello to the victim's listener and plays its sender: the
+ * victim's recv comm id and (token not NULL) its token come back in the
+ * answer, as a peer inside the job (it has the cookie) would learn them. */
+fi_addr_t rogue_handshake(struct rogue *r, const char *handle, uint32_t *victim_comm, uint64_t *victim_token);
+
 /* A hello from the rogue's own address for a listener handle. */
 size_t rogue_hello(struct rogue *r, void *buf, const struct srd_handle *h, uint32_t src_comm, const void *name,
                    uint8_t name_len);
@@ -66,5 +73,6 @@ void *victim_listen(char *handle, int to1, int to2);
 /* Cases without a rogue endpoint (misuse.c). */
 int victim_killed_region(int rank, int nranks, void *arg);
 int api_misuse(int rank, int nranks, void *arg);
+int unexpected_cap(int rank, int nranks, void *arg);
 
 #endif

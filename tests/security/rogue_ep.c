@@ -41,8 +41,9 @@ void rogue_open(struct rogue *r, const char *prov) {
   FI_OK(fi_cq_open(r->domain, &cq, &r->cq, NULL));
   FI_OK(fi_endpoint(r->domain, r->info, &r->ep, NULL));
   if (!strcmp(prov, "shm")) {
+    static int opened; /* a process's endpoints need names of their own: numbered as rails */
     char name[SRD_NAME_MAX];
-    snprintf(name, sizeof(name), "srd-%010d-%016llx-%03d-%d", (int)getpid(), 0x0123456789abcdefULL, 0, 0);
+    snprintf(name, sizeof(name), "srd-%010d-%016llx-%03d-%d", (int)getpid(), 0x0123456789abcdefULL, opened++, 0);
     FI_OK(fi_setname(&r->ep->fid, name, strlen(name) + 1));
   }
   FI_OK(fi_ep_bind(r->ep, &r->av->fid, 0));
@@ -172,4 +173,24 @@ void *victim_listen(char *handle, int to1, int to2) {
   if (to1 >= 0) st_oob_send(to1, handle, HSIZE);
   if (to2 >= 0) st_oob_send(to2, handle, HSIZE);
   return lcomm;
+}
+
+void decode_handle(const char *handle, struct srd_handle *h) {
+  const char *why;
+  ST_CHECK(srd_handle_decode(handle, h, &why) == 0, "handle: %s", why);
+}
+
+fi_addr_t rogue_handshake(struct rogue *r, const char *handle, uint32_t *victim_comm, uint64_t *victim_token) {
+  struct srd_handle h;
+  decode_handle(handle, &h);
+  fi_addr_t v = rogue_insert(r, h.name);
+  char msg[ROGUE_BUF];
+  size_t len = rogue_hello(r, msg, &h, 0x777, NULL, (uint8_t)r->name_len);
+  ST_CHECK(rogue_send(r, v, msg, len, OP_MS) == 0, "rogue: hello not sent");
+  struct srd_msg m;
+  do ST_CHECK(rogue_recv(r, &m, SETUP_MS) == 0, "rogue: no answer to its hello");
+  while (m.type != SRD_MSG_ACCEPT);
+  *victim_comm = m.u.peer.src_comm;
+  if (victim_token) *victim_token = m.u.peer.token;
+  return v;
 }
