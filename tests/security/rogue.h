@@ -17,7 +17,7 @@
 
 #define VERSION 11
 #define HSIZE NCCL_NET_HANDLE_MAXSIZE
-#define SETUP_MS 30000
+#define SETUP_MS ST_HANG_MS
 #define OP_MS 3000
 
 #define ROGUE_RECVS 16
