@@ -28,7 +28,7 @@
 #define SETUP_MS ST_HANG_MS
 #define MSG_MS ST_HANG_MS /* one message, however loaded the machine */
 #define FAIL_MS 1000   /* every comm fails within this of losing its last rail */
-#define REJOIN_MS 30000 /* 10 attempts of hold-down (NCCL_SRD_RAIL_HOLDDOWN_MS, 1 s) and probe round (2 s) */
+#define REJOIN_MS 60000 /* 20 attempts of hold-down (NCCL_SRD_RAIL_HOLDDOWN_MS, 1 s) and probe round (2 s) */
 #define CUT_EVERY 4
 #define AFTER_REJOIN 4
 #define VERSION 11
