@@ -87,7 +87,7 @@ tests_functional_allreduce_LDADD = $(SRD_TEST_LDADD)
 check_PROGRAMS += tests/security/rogue
 TESTS += tests/security/rogue
 tests_security_rogue_SOURCES = tests/security/rogue.c tests/security/rogue_ep.c tests/security/misuse.c \
-	tests/security/insider.c \
+	tests/security/insider.c tests/security/unexpected.c \
 	tests/security/rogue.h src/wire/wire.c
 tests_security_rogue_CPPFLAGS = $(SRD_TEST_CPPFLAGS)
 tests_security_rogue_LDADD = $(SRD_TEST_LDADD) $(FABRIC_LIBS)
@@ -129,7 +129,13 @@ tests_topo_list_nics_LDADD = libsrd_topo.la libsrd_util.la
 check_PROGRAMS += tests/tools/json_validate
 tests_tools_json_validate_SOURCES = tests/tools/json_validate.cc
 SRD_TOOL_CHECKS = tests/tools/srd-info.sh tests/tools/srd-perf-raw.sh tests/tools/srd-perf-plugin.sh \
-	tests/tools/srd-perf-errors.sh tests/tools/srd-info-gdr.sh tests/tools/srd-perf-cuda.sh
+	tests/tools/srd-perf-errors.sh tests/tools/srd-info-gdr.sh tests/tools/srd-perf-cuda.sh \
+	tests/tools/srd-perf-corrupt.sh
+# A plugin wrapping ours that corrupts what it receives (srd-perf-corrupt.sh).
+check_LTLIBRARIES = tests/tools/libsrd-corrupt.la
+tests_tools_libsrd_corrupt_la_SOURCES = tests/tools/corrupt_plugin.c
+tests_tools_libsrd_corrupt_la_LDFLAGS = -module -avoid-version -shared -rpath $(abs_builddir)
+tests_tools_libsrd_corrupt_la_LIBADD = -ldl -lpthread
 TESTS += $(SRD_TOOL_CHECKS)
 EXTRA_DIST += $(SRD_TOOL_CHECKS) tests/tools/json_check.sh tests/tools/benchmarks.sh
 

@@ -504,6 +504,9 @@ void srd_dev_probe_silent_peers(struct srd_dev *dev, uint64_t now);
  * hold-down and a probe. Without failover a failed rail fails every comm. */
 void srd_dev_failover_init(struct srd_dev *dev);
 void srd_dev_check_rails(struct srd_dev *dev, uint64_t now);
+/* Probe answers may never come (lost with a connection, a peer not polling
+ * the rail yet): after this long a round failed, and another hold-down follows. */
+#define SRD_PROBE_ROUND_MS 2000
 void srd_dev_rail_down(struct srd_dev *dev, int l, const char *why);
 /* Is rail l polled (up, or down with its link back and being probed)? */
 static inline bool srd_rail_polled(const struct srd_dev *dev, int l) {

@@ -249,10 +249,6 @@ static void rejoin(struct srd_dev *dev, int l) {
   }
 }
 
-/* Answers may never come (lost with a connection, a peer not polling the
- * rail yet): after this long the round failed, and another hold-down follows. */
-#define PROBE_ROUND_MS 2000
-
 /* A new round only once the last one's probes left: one stuck behind a
  * cut-off write holds its buffer until the connection dies, and rounds must
  * not drain the pool. A probe that could not be posted fails the round. */
@@ -320,7 +316,7 @@ static void try_rejoin(struct srd_dev *dev, int l, uint64_t now) {
     rejoin(dev, l);
     return;
   }
-  if (h->probes_failed || now - h->probe_ms > PROBE_ROUND_MS) {
+  if (h->probes_failed || now - h->probe_ms > SRD_PROBE_ROUND_MS) {
     SRD_INFO(NCCL_NET, "device %d: rail %d (%s): probe round %u: %d unanswered, %d failed; probed again after %llu ms",
              dev->index, l, dev->rails[l].name, h->round, h->answers_due, h->probes_failed,
              (unsigned long long)dev->holddown_ms);

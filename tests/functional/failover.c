@@ -25,10 +25,10 @@
 #include "srdtest.h"
 
 #define MSG ((size_t)64 << 20)
-#define SETUP_MS 30000
-#define MSG_MS 30000   /* one message, however loaded the machine */
+#define SETUP_MS ST_HANG_MS
+#define MSG_MS ST_HANG_MS /* one message, however loaded the machine */
 #define FAIL_MS 1000   /* every comm fails within this of losing its last rail */
-#define REJOIN_MS 20000
+#define REJOIN_MS 60000 /* 20 attempts of hold-down (NCCL_SRD_RAIL_HOLDDOWN_MS, 1 s) and probe round (2 s) */
 #define CUT_EVERY 4
 #define AFTER_REJOIN 4
 #define VERSION 11
@@ -44,7 +44,12 @@ struct side {
   int stop_at;         /* sender: the receiver posts no receive from here (-1: not told yet) */
   int64_t last_cut_ms; /* the last rail's cut was done (-1: not yet) */
   char peer_settled;   /* receiver: 'R' the sender logged rail 2's rejoin, 'O' that it stays out */
+  int notices[3];      /* most lines ever seen of rail 2 going down, rejoining, staying out (see settled) */
   int told_settled;    /* sender: we told the receiver */
+  int peer_idle;       /* cut-idle, receiver: the sender completed the message before the cut ('i') */
+  int cut_told;        /* cut-idle, sender: the receiver cut rail 2 ('c') */
+  int told_noticed;    /* cut-idle, sender: we told the receiver that we saw it go down ('n') */
+  int peer_noticed;    /* cut-idle, receiver: the sender saw rail 2 go down */
   int peer_done;       /* the peer finished streaming ('d') */
 };
 
@@ -79,12 +84,27 @@ static int logged(int rail, const char *what) {
   return n + st_log_count(needle);
 }
 
-/* 'R': rail 2 rejoined, 'O': it stays out, 0: neither yet. */
-static char settled(void) { return logged(2, "rejoined") ? 'R' : logged(2, "has its link back but stays out") ? 'O' : 0; }
+/* 'R': rail 2 rejoined, 'O': it stays out, 0: neither yet. With progress
+ * lanes the NIC on link 2 carries one rail per lane (all named after it),
+ * each going down and coming back on its own, and the large messages go
+ * over the lanes' rails: settled means every rail that went down there
+ * rejoined or stays out. The log keeps only its last lines, so the most
+ * lines of each kind ever seen count. */
+static char settled(struct side *s) {
+  const char *what[3] = {"down (", "rejoined", "has its link back but stays out"};
+  for (int k = 0; k < 3; k++) {
+    int n = logged(2, what[k]);
+    if (n > s->notices[k]) s->notices[k] = n;
+  }
+  if (!s->notices[0] || s->notices[1] + s->notices[2] < s->notices[0]) return 0;
+  return s->notices[2] ? 'O' : 'R';
+}
 
 /* Messages between the two: 's' + count (stop), 'C' (the last rail is cut),
- * 'R' / 'O' (the sender saw rail 2 rejoin / stay out), 'd' (done streaming:
- * the channel closes only once both are). */
+ * 'R' / 'O' (the sender saw rail 2 rejoin / stay out), cut-idle's 'i' (the
+ * sender completed the message before the cut), 'c' (rail 2 is cut) and 'n'
+ * (the sender saw it go down), 'd' (done streaming: the channel closes only
+ * once both are). */
 static void read_oob(struct side *s) {
   while (!s->peer_done && st_oob_ready(s->peer)) {
     char c = 0;
@@ -92,13 +112,32 @@ static void read_oob(struct side *s) {
     if (c == 's') st_oob_recv(s->peer, &s->stop_at, sizeof s->stop_at, SETUP_MS);
     else if (c == 'C') s->last_cut_ms = st_now_ms();
     else if (c == 'R' || c == 'O') s->peer_settled = c;
+    else if (c == 'i') s->peer_idle = 1;
+    else if (c == 'c') s->cut_told = 1;
+    else if (c == 'n') s->peer_noticed = 1;
     else if (c == 'd') s->peer_done = 1;
     else ST_CHECK(0, "unexpected out-of-band byte '%c'", c);
   }
-  char c = s->is_send && !s->told_settled && s->scenario != ALL ? settled() : 0;
-  if (c) {
+  /* Every call, on both sides: settled() keeps the most lines it saw. */
+  char c = s->scenario != ALL ? settled(s) : 0;
+  if (c && s->is_send && !s->told_settled) {
     st_oob_send(s->peer, &c, 1);
     s->told_settled = 1;
+  }
+  if (s->cut_told && !s->told_noticed && logged(2, "down (")) {
+    c = 'n';
+    st_oob_send(s->peer, &c, 1);
+    s->told_noticed = 1;
+  }
+}
+
+/* Receiver: until the sender set *flag (read_oob), bounded. */
+static void await_peer(struct side *s, const int *flag, const char *what) {
+  int64_t deadline = st_now_ms() + SETUP_MS;
+  while (!*flag) {
+    read_oob(s);
+    ST_CHECK(st_now_ms() < deadline, "the sender did not say within %d ms that %s", SETUP_MS, what);
+    st_sleep_ms(1);
   }
 }
 
@@ -180,7 +219,11 @@ static void stream(struct side *s) {
       read_oob(s);
       ST_CHECK(st_now_ms() < deadline, "message %d not done within %d ms", i, MSG_MS);
     }
-    if (s->is_send) continue;
+    if (s->is_send) {
+      char c = 'i';
+      if (s->scenario == IDLE && i + 1 == CUT_EVERY) st_oob_send(s->peer, &c, 1);
+      continue;
+    }
     size_t bad = st_pattern_check(s->buf, MSG, (uint64_t)i);
     ST_CHECK(bad == SIZE_MAX, "message %d: wrong byte at offset %zu", i, bad);
     phase_msgs++;
@@ -188,12 +231,15 @@ static void stream(struct side *s) {
       ST_CHECK(i <= 4 * CUT_EVERY + 16, "message %d completed; the comm should have failed after the last cut", i);
       continue;
     }
-    /* cut-idle: the next cut falls between two messages, with the sender
-     * idle (waiting for the next clear-to-send) for a while. */
+    /* cut-idle: the next cut falls between two messages, once the sender
+     * completed its last one (nothing in flight), and the next
+     * clear-to-send goes out only once the sender saw the rail go down. */
     if (s->scenario == IDLE && i + 1 == CUT_EVERY) {
-      st_sleep_ms(300);
+      await_peer(s, &s->peer_idle, "its message completed");
       run_netns("cut", 2);
-      st_sleep_ms(300); /* both sides notice (every 100 ms) before the next clear-to-send */
+      char c = 'c';
+      st_oob_send(s->peer, &c, 1);
+      await_peer(s, &s->peer_noticed, "it saw rail 2 go down");
     }
     /* After the mend, wait until both sides settled rail 2. */
     if (i >= 3 * CUT_EVERY && rejoin_wait < 0) rejoin_wait = st_now_ms();
@@ -203,7 +249,7 @@ static void stream(struct side *s) {
        * sender makes of it; the sender's probe may then never complete (its
        * cut-off write blocks the connection): it settles only when ours
        * rejoined. */
-      char mine = settled();
+      char mine = settled(s);
       if (mine == 'O' || (mine && s->peer_settled)) {
         stop = i + 1 + AFTER_REJOIN;
         char c = 's';
@@ -224,7 +270,7 @@ static void stream(struct side *s) {
               secs > 0 ? (double)phase_msgs * MSG / 1e6 / secs : 0.0);
       long long grew = rx_bytes(2) - va2_at_rejoin;
       st_note("va2 received %lld bytes after rail 2 settled", grew);
-      if (settled() == 'R' && s->peer_settled == 'R')
+      if (settled(s) == 'R' && s->peer_settled == 'R')
         ST_CHECK(va2_at_rejoin >= 0 && grew > (long long)(MSG / 8), "rail 2 carried %lld bytes after it rejoined",
                  grew);
       return;
@@ -259,7 +305,7 @@ static int rank_main(int rank, int nranks, void *arg) {
 static int run_case(const struct st_ctx *ctx) {
   char label[96];
   snprintf(label, sizeof label, "%s[%s]", ctx->test, ctx->provider);
-  struct st_group_opts opts = {.timeout_s = 120};
+  struct st_group_opts opts = {0}; /* the default alarm: a hang guard */
   return st_group_run(label, 2, rank_main, (void *)ctx, &opts);
 }
 

@@ -10,7 +10,7 @@
 
 #include "srdtest.h"
 
-#define TIMEOUT_MS 60000
+#define TIMEOUT_MS ST_HANG_MS
 #define VERSION 12
 
 /* ---------- 32 in flight ---------- */

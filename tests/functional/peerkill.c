@@ -11,7 +11,7 @@
 #include "srdtest.h"
 
 #define MSG ((size_t)16 << 20)
-#define SETUP_MS 30000
+#define SETUP_MS ST_HANG_MS
 #define DETECT_MS 10000
 #define VERSION 11
 
@@ -158,7 +158,7 @@ static int run(const struct st_ctx *ctx, int victim_rank, int idle) {
   struct scenario sc = {ctx, victim_rank, idle};
   char label[96];
   snprintf(label, sizeof label, "%s[%s]", ctx->test, ctx->provider);
-  struct st_group_opts opts = {.timeout_s = 60, .killed_mask = 1u << victim_rank};
+  struct st_group_opts opts = {.killed_mask = 1u << victim_rank};
   return st_group_run(label, 2, rank_main, &sc, &opts);
 }
 

@@ -1,5 +1,7 @@
 // A fake CUDA driver for the loader and decision tests: every entry point
-// answers from one global state that each test sets up.
+// answers from one global state that each test sets up. Each GPU has answers
+// of its own (attributes, device memory), and device handles are not
+// ordinals, so that an answer taken from the wrong GPU shows.
 #ifndef SRD_TESTS_FAKE_CUDA_H
 #define SRD_TESTS_FAKE_CUDA_H
 
@@ -18,8 +20,7 @@ struct State {
   int devices = 2;
   int dmabuf_attr[8] = {1, 1, 1, 1, 1, 1, 1, 1};
   int ordering_attr[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  uintptr_t gpu_base = 0, gpu_len = 0; // [base, base + len) is device memory of gpu_ordinal
-  int gpu_ordinal = 0;
+  uintptr_t mem_base[8] = {}, mem_len[8] = {}; // [base, base + len) is device memory of GPU k
   // what the last cuMemGetHandleForAddressRange and flush were asked
   srd_cudeviceptr handle_ptr = 0;
   size_t handle_size = 0;
@@ -42,12 +43,15 @@ inline srd_curesult device_count(int *n) {
   *n = state.devices;
   return SRD_CUDA_SUCCESS;
 }
+// CUdevice handles are opaque: these are not the ordinals they stand for.
+constexpr srd_cudevice kHandleBase = 0x100;
 inline srd_curesult device_get(srd_cudevice *dev, int ordinal) {
   if (ordinal < 0 || ordinal >= state.devices) return SRD_CUDA_ERROR_INVALID_VALUE;
-  *dev = ordinal;
+  *dev = kHandleBase + ordinal;
   return SRD_CUDA_SUCCESS;
 }
-inline srd_curesult device_attribute(int *v, int attr, srd_cudevice dev) {
+inline srd_curesult device_attribute(int *v, int attr, srd_cudevice handle) {
+  int dev = handle - kHandleBase;
   if (dev < 0 || dev >= state.devices || dev >= 8) return SRD_CUDA_ERROR_INVALID_VALUE;
   if (attr == SRD_CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED) *v = state.dmabuf_attr[dev];
   else if (attr == SRD_CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING) *v = state.ordering_attr[dev];
@@ -55,9 +59,12 @@ inline srd_curesult device_attribute(int *v, int attr, srd_cudevice dev) {
   return SRD_CUDA_SUCCESS;
 }
 inline srd_curesult pointer_attribute(void *data, int attr, srd_cudeviceptr p) {
-  if (p < state.gpu_base || p >= state.gpu_base + state.gpu_len) return SRD_CUDA_ERROR_INVALID_VALUE;
+  int owner = -1;
+  for (int k = 0; k < state.devices && k < 8; k++)
+    if (p >= state.mem_base[k] && p - state.mem_base[k] < state.mem_len[k]) owner = k;
+  if (owner < 0) return SRD_CUDA_ERROR_INVALID_VALUE;
   if (attr == SRD_CU_POINTER_ATTRIBUTE_MEMORY_TYPE) *(unsigned *)data = SRD_CU_MEMORYTYPE_DEVICE;
-  else if (attr == SRD_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL) *(int *)data = state.gpu_ordinal;
+  else if (attr == SRD_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL) *(int *)data = owner;
   else return SRD_CUDA_ERROR_INVALID_VALUE;
   return SRD_CUDA_SUCCESS;
 }

@@ -155,7 +155,7 @@ static void describe(int status, char *out, size_t outlen) {
 }
 
 int st_group_run(const char *lbl, int nranks, st_rank_fn fn, void *arg, const struct st_group_opts *opts) {
-  int timeout_s = opts && opts->timeout_s ? opts->timeout_s : 60;
+  int timeout_s = opts && opts->timeout_s ? opts->timeout_s : ST_CASE_HANG_S;
   unsigned killed_mask = opts ? opts->killed_mask : 0;
   if (nranks < 1 || nranks > ST_MAX_RANKS) {
     fprintf(stderr, "[%s] bad group size %d\n", lbl, nranks);

@@ -165,8 +165,16 @@ void st_free(void *buf, size_t size);
 /* What a test runs in every process. Returns the process's exit status. */
 typedef int (*st_rank_fn)(int rank, int nranks, void *arg);
 
+/* Hang guards: how long a wait for setup, a transfer or a peer may take
+ * before a test calls it a hang. They catch hangs, never a slow machine
+ * (opening one device of 12 rails took 100 s on 2 cores shared by 8 builds),
+ * so they are minutes; a bound a test checks derives from the plugin's own
+ * timeouts instead. */
+#define ST_HANG_MS (5 * 60 * 1000)
+#define ST_CASE_HANG_S (20 * 60) /* a whole case */
+
 struct st_group_opts {
-  int timeout_s;      /* alarm in every process (a hang kills it); 0: 60 */
+  int timeout_s;      /* alarm in every process (a hang kills it); 0: ST_CASE_HANG_S */
   /* Ranks that are expected to die by SIGKILL (bit per rank). */
   unsigned killed_mask;
 };

@@ -119,6 +119,29 @@ TEST_F(MrCache, OwnedRangesAreExactAndNeverShared) {
   EXPECT_NE(inside_own->mr, unowned->mr);
   EXPECT_EQ(4, fake.regs);
   for (auto *r : {big, inside_other, inside_own, same, unowned}) EXPECT_EQ(0, srd_mr_release(&cache, r));
+
+// A handle NCCL uses in both directions holds a registration of each access
+// class (the second made on first use). Releasing it drops both at once,
+// not when the cache ends; an entry another handle still holds stays.
+TEST_F(MrCache, ReleaseDropsTheOtherClassToo) {
+  constexpr unsigned kSend = 1, kRecv = 2;
+  struct srd_mr_ref *ref = acquire(0, 8192, kHost, -1, 0, kSend);
+  struct srd_mr *other = nullptr;
+  ASSERT_EQ(0, srd_mr_entry_for(&cache, ref, kRecv, &other));
+  ASSERT_NE(nullptr, other);
+  EXPECT_EQ(kRecv, other->access);
+  EXPECT_EQ(2, fake.regs);
+  struct srd_mr_ref *recv_only = acquire(0, 8192, kHost, -1, 0, kRecv);
+  EXPECT_EQ(2, fake.regs) << "the receive class is shared";
+  EXPECT_EQ(0, srd_mr_release(&cache, ref));
+  EXPECT_EQ(1, fake.deregs) << "the send class is still registered, or the shared receive class was dropped";
+  EXPECT_EQ(0, srd_mr_release(&cache, recv_only));
+  EXPECT_EQ(2, fake.deregs);
+  ref = acquire(0, 8192, kHost, -1, 0, kSend);
+  ASSERT_EQ(0, srd_mr_entry_for(&cache, ref, kRecv, &other));
+  EXPECT_EQ(0, srd_mr_release(&cache, ref));
+  EXPECT_EQ(4, fake.deregs) << "a handle of both classes left a registration behind";
+  EXPECT_TRUE(fake.live.empty());
 }
 
 TEST_F(MrCache, SameRangeRegistersOncePageRounded) {

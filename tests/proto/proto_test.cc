@@ -22,7 +22,9 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wshadow"
 extern "C" {
+#include "nccl/net.h"
 #include "srd/comm.h"
+#include "srd/net.h"
 #include "srd/param.h"
 }
 #pragma GCC diagnostic pop
@@ -66,6 +68,8 @@ struct Fake {
   int reg_refused = 0;  // reg fails with this
   uint64_t keys_made = 0;
   int mrs_open = 0;
+  int writable_open = 0; // of them, remotely writable
+  int reg_cuda_dev = -2;  // the GPU the last registration named (-1 host memory)
 
   bool no_buffers = false;
   bool provider_full = false;
@@ -114,17 +118,22 @@ void *mr_desc(fid_mr *) { return nullptr; }
 // fid_mr stays opaque here (its header trips -Wshadow in C++ on 2.6).
 struct FakeMr {
   uint64_t key;
+  uint64_t access;
 };
 uint64_t mr_key(fid_mr *mr) { return mr ? reinterpret_cast<FakeMr *>(mr)->key : 0x5eed; }
-int reg(srd_rail *, void *, size_t, uint64_t, int, int, uint64_t, fid_mr **mr) {
+int reg(srd_rail *, void *, size_t, uint64_t access, int cuda_dev, int, uint64_t, fid_mr **mr) {
   if (g.reg_refused) return g.reg_refused;
-  *mr = reinterpret_cast<fid_mr *>(new FakeMr{++g.keys_made});
+  g.reg_cuda_dev = cuda_dev;
+  *mr = reinterpret_cast<fid_mr *>(new FakeMr{++g.keys_made, access});
   g.mrs_open++;
+  g.writable_open += (access & FI_REMOTE_WRITE) != 0;
   return 0;
 }
 void mr_close(fid_mr *mr) {
+  auto *m = reinterpret_cast<FakeMr *>(mr);
   g.mrs_open--;
-  delete reinterpret_cast<FakeMr *>(mr);
+  g.writable_open -= (m->access & FI_REMOTE_WRITE) != 0;
+  delete m;
 }
 int poll(srd_rail *, int) { return 0; }
 int link_down(const srd_rail *) { return 0; }
@@ -150,16 +159,20 @@ constexpr fi_addr_t kFromA = 0, kFromB = 1;
 fi_addr_t src_of(const srd_dev *to) { return to == g.devs[0] ? kFromB : kFromA; }
 fi_addr_t source_for(fi_addr_t dest) { return dest ^ 1; }
 
-void make_dev(srd_dev *d, int index) {
+// A device of nrails NICs (one lane, one endpoint each).
+void make_dev(srd_dev *d, int index, int nrails = 1) {
   memset(static_cast<void *>(d), 0, sizeof(*d));
   srd_dev_init(d, index, &srd_dispatch_handlers);
   d->rail_ops = &kFake;
-  d->rails = static_cast<srd_rail *>(calloc(1, sizeof(srd_rail)));
-  d->nrails = d->neps = d->npaths = d->nnics = d->lanes_per_nic = d->inline_paths = 1;
-  d->rails[0].buf_size = 4096;
-  d->rails[0].virt_addr = 1;
-  d->rails[0].source = true;
-  snprintf(d->rails[0].name, sizeof d->rails[0].name, "fake%d", index);
+  d->rails = static_cast<srd_rail *>(calloc(static_cast<size_t>(nrails), sizeof(srd_rail)));
+  d->neps = d->lanes_per_nic = 1;
+  d->nrails = d->npaths = d->nnics = d->inline_paths = nrails;
+  for (int l = 0; l < nrails; l++) {
+    d->rails[l].buf_size = 4096;
+    d->rails[l].virt_addr = 1;
+    d->rails[l].source = true;
+    snprintf(d->rails[l].name, sizeof d->rails[l].name, "fake%d.%d", index, l);
+  }
   d->eager_max = kEagerMax;
   d->sched = {1, 1 << 20, 4096, kMaxWrite};
   ASSERT_EQ(0, srd_dev_comms_init(d));
@@ -205,10 +218,11 @@ class Proto : public ::testing::Test {
   srd_dev a, b;
   srd_comm *s = nullptr, *r = nullptr;
 
+  virtual int rails() const { return 1; }
   void SetUp() override {
     g = Fake();
-    make_dev(&a, 0);
-    make_dev(&b, 1);
+    make_dev(&a, 0, rails());
+    make_dev(&b, 1, rails());
     s = srd_comm_alloc(&a, true);
     r = srd_comm_alloc(&b, false);
     ASSERT_TRUE(s && r);
@@ -216,15 +230,18 @@ class Proto : public ::testing::Test {
     join(r, s, 0);
     s->eager_ok = true;
   }
+  // Every path of c reaches the peer device at addr (both have c's rails).
   static void join(srd_comm *c, srd_comm *peer, fi_addr_t addr) {
+    size_t n = static_cast<size_t>(c->dev->nrails);
     c->peer_id = peer->id;
     c->peer_token = peer->token;
     if (c->is_send) c->write_id = peer->write_id; // as the answer tells it
-    c->remote_rails = c->remote_eps = 1;
-    c->peer = static_cast<fi_addr_t *>(calloc(1, sizeof(fi_addr_t)));
-    c->peer[0] = addr;
-    c->inserted = static_cast<fi_addr_t *>(calloc(1, sizeof(fi_addr_t)));
-    c->inserted[0] = addr;
+    c->remote_rails = c->dev->nrails;
+    c->remote_eps = 1;
+    c->peer = static_cast<fi_addr_t *>(calloc(n, sizeof(fi_addr_t)));
+    c->inserted = static_cast<fi_addr_t *>(calloc(n * n, sizeof(fi_addr_t)));
+    for (size_t i = 0; i < n; i++) c->peer[i] = addr;
+    for (size_t i = 0; i < n * n; i++) c->inserted[i] = addr;
     c->ready = true;
   }
   // Another connection from A to B, over AV entries of its own (k > 0): to
@@ -235,6 +252,11 @@ class Proto : public ::testing::Test {
     join(s2, r2, 1 + 2 * k);
     join(r2, s2, 2 * k);
     return {s2, r2};
+  }
+  // The rail of the destination device with the index of the one m left by.
+  static srd_rail *arrival_rail(srd_dev *to, const srd_rail *from) {
+    srd_dev *src = to == g.devs[0] ? g.devs[1] : g.devs[0];
+    return &to->rails[from - src->rails];
   }
   void TearDown() override {
     // Run what the fake still holds, as a provider would at close.
@@ -250,7 +272,7 @@ class Proto : public ::testing::Test {
   void deliver_send(size_t i) {
     const Sent &m = g.sends.at(i);
     srd_dev *d = dest_dev(m.dest);
-    srd_dispatch_handlers.on_message(d, &d->rails[0], m.buf->data, m.len, source_for(m.dest));
+    srd_dispatch_handlers.on_message(d, arrival_rail(d, m.rail), m.buf->data, m.len, source_for(m.dest));
   }
   // Its completion at the sender; then it is gone.
   void complete_send(size_t i, int err = 0) {
@@ -274,7 +296,7 @@ class Proto : public ::testing::Test {
     const Write &w = g.writes.at(i);
     memcpy(reinterpret_cast<void *>(w.raddr), w.src, w.len);
     srd_dev *d = dest_dev(w.dest);
-    srd_dispatch_handlers.on_remote_write(d, &d->rails[0], w.imm, w.len, source_for(w.dest));
+    srd_dispatch_handlers.on_remote_write(d, arrival_rail(d, w.rail), w.imm, w.len, source_for(w.dest));
   }
   void complete_write(size_t i, int err = 0) {
     Write w = g.writes.at(i);
@@ -730,6 +752,78 @@ TEST_F(Proto, ProbeIsAnsweredWhereItCameFromAndCountsOnceInItsRound) {
   g.send_refused = 0;
 }
 
+// Devices of two NICs: rail failover.
+class TwoRails : public Proto {
+ protected:
+  int rails() const override { return 2; }
+};
+
+// NCCL registers a buffer once for both directions (regIsGlobal): the send
+// comm's registration, and the receive class (remotely writable) made the
+// first time a receive uses the handle. Deregistering the handle closes both
+// on every rail at once: nothing stays pinned or writable by the peer.
+TEST_F(TwoRails, DeregisteringABufferOfBothDirectionsClosesEveryRegistration) {
+  for (int l = 0; l < b.nrails; l++) b.rails[l].mr_local = true; // send buffers are registered too (efa)
+  srd_mr_ops ops = {srd_dev_reg, srd_dev_dereg, &b};
+  srd_mr_cache_init(&b.mrs, &ops, 1);
+  std::vector<char> buf(8192);
+  srd_mr_ref *ref = nullptr;
+  ASSERT_EQ(0, srd_mr_acquire(&b.mrs, buf.data(), buf.size(), 1 /* NCCL_PTR_HOST */, -1, SRD_MR_SEND, -1, 0, &ref));
+  EXPECT_EQ(b.nrails, g.mrs_open);
+  EXPECT_EQ(0, g.writable_open);
+  srd_mr *recv_entry = nullptr;
+  ASSERT_EQ(0, srd_mr_entry_for(&b.mrs, ref, SRD_MR_RECV, &recv_entry));
+  EXPECT_EQ(2 * b.nrails, g.mrs_open);
+  EXPECT_EQ(b.nrails, g.writable_open);
+  ASSERT_EQ(0, srd_mr_release(&b.mrs, ref));
+  EXPECT_EQ(0, g.writable_open) << "the buffer is still remotely writable after it was deregistered";
+  EXPECT_EQ(0, g.mrs_open) << "registrations of the deregistered buffer left open (pinned)";
+  srd_mr_cache_fini(&b.mrs);
+}
+
+// A rail whose link came back is probed in rounds. An answer that is lost
+// (with the connection it crossed, or sent before the peer polled the rail)
+// must not stall the rail: the round ends at its time-out, another hold-down
+// follows, and the next round's answer brings the rail back.
+TEST_F(TwoRails, ProbeRoundWhoseAnswerIsLostEndsAndTheRailRejoins) {
+  a.failover = b.failover = true;
+  a.holddown_ms = 100;
+  srd_rail_health *h = &a.health[1];
+  srd_dev_rail_down(&a, 1, "link down (test)");
+  ASSERT_TRUE(h->down);
+  deliver_and_complete_sends(); // the peer is told
+  uint64_t t = srd_now_ms();
+  srd_dev_check_rails(&a, t); // the link is up: hold-down
+  EXPECT_FALSE(h->probing);
+  srd_dev_check_rails(&a, t += a.holddown_ms);
+  ASSERT_TRUE(h->probing) << "no round after the hold-down";
+  ASSERT_EQ(1u, g.sends.size());
+  ASSERT_EQ(SRD_MSG_PROBE, sent_type(0));
+  EXPECT_EQ(&a.rails[1], g.sends[0].rail);
+  deliver_send(0);
+  complete_send(0);
+  ASSERT_EQ(1u, g.sends.size()) << "the peer did not answer";
+  ASSERT_EQ(SRD_MSG_PROBE, sent_type(0));
+  complete_send(0); // the answer left the peer and never arrives
+  srd_dev_check_rails(&a, t + SRD_PROBE_ROUND_MS / 2);
+  EXPECT_TRUE(h->probing && h->down) << "the round ended before its time-out, or the rail rejoined unanswered";
+  srd_dev_check_rails(&a, t += SRD_PROBE_ROUND_MS + 1);
+  EXPECT_FALSE(h->probing) << "a round whose answer was lost never ends";
+  EXPECT_TRUE(h->down);
+  EXPECT_TRUE(g.sends.empty()) << "probed again without a hold-down";
+  srd_dev_check_rails(&a, t += a.holddown_ms);
+  ASSERT_TRUE(h->probing) << "the rail is not probed again";
+  ASSERT_EQ(1u, g.sends.size());
+  deliver_send(0);
+  complete_send(0);
+  ASSERT_EQ(1u, g.sends.size());
+  deliver_send(0); // this answer arrives
+  complete_send(0);
+  srd_dev_check_rails(&a, t + 1);
+  EXPECT_FALSE(h->down) << "the rail did not rejoin on an answered round";
+  EXPECT_EQ(0u, s->rails_bad);
+}
+
 // The registrations of a rail are made again under new keys (rail failover
 // after writes were cut off on it) and the old ones closed; the other rails'
 // stay. A dma-buf registration, which cannot be made again, changes nothing.
@@ -1114,6 +1208,46 @@ int main(int argc, char **argv) {
   return RUN_ALL_TESTS();
 }
 
+// The sender's close notice says how many messages it sent: a receive
+// posted before it arrived for a message never sent fails when it arrives,
+// and one posted after it fails at once, rather than waiting forever; a
+// receive of a message sent before the notice still completes.
+TEST_F(Proto, ReceiveAfterTheSendersCloseNoticeFailsAtOnce) {
+  std::vector<char> small = pattern(100, 21), in(4096), more(4096), late(4096);
+  Reg rs(small), ri(in), rm(more), rl(late);
+  srd_req *sr = isend(small, rs, small.size(), 0);
+  ASSERT_TRUE(sr);
+  deliver_and_complete_sends(); // kept until its receive
+  ASSERT_TRUE(sr->done);
+  Reg *regs[] = {&ri};
+  srd_req *first = irecv(1, &in, regs, nullptr);
+  ASSERT_TRUE(first && first->done);
+  EXPECT_EQ(0, first->result);
+  Reg *mregs[] = {&rm};
+  srd_req *waiting = irecv(1, &more, mregs, nullptr);
+  ASSERT_TRUE(waiting);
+  EXPECT_FALSE(waiting->done);
+  while (!g.sends.empty()) complete_send(0); // its clear-to-send, which the closed sender ignores
+  ASSERT_EQ(SRD_OK, srd_proto_send_bye(s, true)); // as a send comm closes after its writes
+  ASSERT_EQ(1u, g.sends.size());
+  deliver_send(0);
+  complete_send(0);
+  EXPECT_TRUE(r->peer_closed);
+  EXPECT_TRUE(waiting->done) << "a receive for a message never sent still waits";
+  EXPECT_EQ(SRD_ERR_REMOTE, waiting->result);
+  void *data[] = {late.data()};
+  size_t sizes[] = {late.size()};
+  srd_mr_ref *mrs[] = {&rl.ref};
+  srd_req *after = nullptr;
+  EXPECT_EQ(SRD_ERR_REMOTE, srd_proto_irecv(r, 1, data, sizes, nullptr, mrs, &after))
+      << "a receive posted after the close notice was accepted (it can never complete)";
+  EXPECT_EQ(nullptr, after);
+  EXPECT_TRUE(g.sends.empty()) << "a clear-to-send went to a closed sender";
+  srd_req_release(first);
+  srd_req_release(waiting);
+  srd_req_release(sr);
+}
+
 // iflush: nothing unless the device's decision asks for a flush (efa writing
 // GPU memory over PCIe); then one loopback read per rail of the received
 // buffer, and the request completes when every read has.
@@ -1331,6 +1465,36 @@ TEST_F(Proto, RefusedProbesNeverFailAComm) {
   EXPECT_EQ(SRD_ERR_REMOTE, s->result) << "a probe that failed did not fail the comm";
   EXPECT_TRUE(s->peer_lost);
 }
+
+// GPU buffers are registered with the GPU that owns them, asked of the
+// driver for each buffer: on a host of several GPUs a device gets buffers of
+// any of them.
+TEST_F(Proto, GpuBufferIsRegisteredWithItsOwnGpu) {
+  fake::Driver driver;
+  fake::state.devices = 4;
+  static char gpu[4][4096];
+  for (int k = 0; k < 4; k++) {
+    fake::state.mem_base[k] = reinterpret_cast<uintptr_t>(gpu[k]);
+    fake::state.mem_len[k] = sizeof(gpu[k]);
+  }
+  b.gdr.gpu = true;
+  srd_mr_ops ops = {srd_dev_reg, srd_dev_dereg, &b};
+  srd_mr_cache_init(&b.mrs, &ops, 1);
+  for (int k : {2, 0, 3, 1}) {
+    void *mh = nullptr;
+    ASSERT_EQ(ncclSuccess, srd_net_reg_mr(r, gpu[k] + 64, 1024, NCCL_PTR_CUDA, -1, 0, &mh));
+    EXPECT_EQ(k, g.reg_cuda_dev) << "a buffer of GPU " << k << " registered for another GPU";
+    EXPECT_EQ(ncclSuccess, srd_net_dereg_mr(r, mh));
+  }
+  std::vector<char> host(1024);
+  void *mh = nullptr;
+  ASSERT_EQ(ncclSuccess, srd_net_reg_mr(r, host.data(), host.size(), NCCL_PTR_HOST, -1, 0, &mh));
+  EXPECT_EQ(-1, g.reg_cuda_dev);
+  EXPECT_EQ(ncclSuccess, srd_net_dereg_mr(r, mh));
+  EXPECT_EQ(0, g.mrs_open);
+  srd_mr_cache_fini(&b.mrs);
+}
+
 
 // tcp: while the provider refuses probes, a peer whose listening address
 // refuses connections is gone; one whose probes go is not asked about.

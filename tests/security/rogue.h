@@ -17,7 +17,8 @@
 
 #define VERSION 11
 #define HSIZE NCCL_NET_HANDLE_MAXSIZE
-#define SETUP_MS 30000
+#define SETUP_MS ST_HANG_MS
+#define OP_MS 3000
 
 #define ROGUE_RECVS 16
 #define ROGUE_BUF 65536
@@ -78,6 +79,7 @@ void *victim_listen(char *handle, int to1, int to2);
 /* Cases without a rogue endpoint (misuse.c). */
 int victim_killed_region(int rank, int nranks, void *arg);
 int api_misuse(int rank, int nranks, void *arg);
+int unexpected_cap(int rank, int nranks, void *arg);
 
 /* A peer inside the job against other comms (insider.c, issue 23). */
 int insider_fuzz(int rank, int nranks, void *arg);

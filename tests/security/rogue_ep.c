@@ -41,8 +41,9 @@ void rogue_open(struct rogue *r, const char *prov) {
   FI_OK(fi_cq_open(r->domain, &cq, &r->cq, NULL));
   FI_OK(fi_endpoint(r->domain, r->info, &r->ep, NULL));
   if (!strcmp(prov, "shm")) {
+    static int opened; /* a process's endpoints need names of their own: numbered as rails */
     char name[SRD_NAME_MAX];
-    snprintf(name, sizeof(name), "srd-%010d-%016llx-%03d-%d", (int)getpid(), 0x0123456789abcdefULL, 0, 0);
+    snprintf(name, sizeof(name), "srd-%010d-%016llx-%03d-%d", (int)getpid(), 0x0123456789abcdefULL, opened++, 0);
     FI_OK(fi_setname(&r->ep->fid, name, strlen(name) + 1));
   }
   FI_OK(fi_ep_bind(r->ep, &r->av->fid, 0));

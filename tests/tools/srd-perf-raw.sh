@@ -7,13 +7,15 @@ bin="${top_builddir:-.}/srd-perf"
 tmp=$(mktemp -d) || exit 99
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
+# timeout 600: a hang guard (srd-perf gives up on a silent peer itself, --timeout 15 s), never a
+# bound on how fast a loaded machine runs these.
 
 for prov in tcp shm; do
   echo "== $prov"
-  FI_PROVIDER="$prov" timeout 120 "$bin" --raw --check -b 0 -e 1M -f 8 -n 20 -w 2 -t all || fail "$prov: basic"
-  FI_PROVIDER="$prov" timeout 120 "$bin" --raw --check -b 8 -e 256K -f 64 -n 30 -w 1 -c 4 -W 16 -g 4 -t bw,bibw ||
+  FI_PROVIDER="$prov" timeout 600 "$bin" --raw --check -b 0 -e 1M -f 8 -n 20 -w 2 -t all || fail "$prov: basic"
+  FI_PROVIDER="$prov" timeout 600 "$bin" --raw --check -b 8 -e 256K -f 64 -n 30 -w 1 -c 4 -W 16 -g 4 -t bw,bibw ||
     fail "$prov: 4 comms, window 16, groups of 4"
-  FI_PROVIDER="$prov" timeout 120 "$bin" --raw --json -b 8 -e 64K -f 8 -n 10 > "$tmp/json" || fail "$prov: json run"
+  FI_PROVIDER="$prov" timeout 600 "$bin" --raw --json -b 8 -e 64K -f 8 -n 10 > "$tmp/json" || fail "$prov: json run"
   json_check "$tmp/json" || { cat "$tmp/json"; fail "$prov: --json is not valid JSON"; }
   grep -q '"transport": "raw"' "$tmp/json" || fail "$prov: JSON lacks the transport"
   [ "$(grep -c '"size"' "$tmp/json")" -eq 6 ] || fail "$prov: expected 6 sizes (8 B .. 64 KiB by 8) in JSON"

@@ -229,6 +229,38 @@ TEST_F(Host, ShmNeverPromisesNoCudaCalls) {
   EXPECT_EQ(-1, in.fi_no_cuda_calls) << "NCCL_SRD_GDR=0 asks nothing";
 }
 
+// A device gets GPU buffers of whichever GPU NCCL hands it (a GPU without a
+// NIC of its own uses another's), so its flush and dma-buf decisions must hold
+// for every GPU of the host: one GPU that does not order the NIC's writes
+// makes every device flush, one that cannot export dma-bufs turns them off.
+// The odd GPU is put in every position, with GPUs that differ.
+TEST_F(Host, EveryGpuWeighsInEachDevicesDecision) {
+  fake::Driver d;
+  fake::state.devices = 4;
+  open("shm");
+  const int ordered = SRD_CU_GPU_DIRECT_RDMA_WRITES_ORDERING_OWNER;
+  for (int odd = -1; odd < 4; odd++) {
+    SCOPED_TRACE(odd < 0 ? std::string("all alike") : "GPU " + std::to_string(odd) + " differs");
+    for (int k = 0; k < 4; k++) {
+      fake::state.ordering_attr[k] = k == odd ? 0 : ordered;
+      fake::state.dmabuf_attr[k] = k != odd;
+    }
+    srd_gdr_inputs in;
+    srd_gdr_gather(&nics_, &grp_, SRD_GDR_AUTO, &in);
+    ASSERT_EQ(1, in.cuda) << in.cuda_why;
+    EXPECT_EQ(odd < 0, in.cuda_ordered == 1);
+    EXPECT_EQ(odd < 0, in.cuda_dmabuf == 1);
+    // As a NIC that writes GPU memory itself (efa) would decide with them.
+    snprintf(in.provider, sizeof(in.provider), "efa");
+    in.fi_hmem = in.fi_cuda = in.fi_dmabuf = in.fi_no_cuda_calls = 1;
+    srd_gdr_decision dec;
+    srd_gdr_decide(&in, &dec);
+    ASSERT_TRUE(dec.gpu) << dec.why;
+    EXPECT_EQ(odd >= 0, dec.flush) << dec.flush_why;
+    EXPECT_EQ(odd < 0, dec.dmabuf) << dec.dmabuf_why;
+  }
+}
+
 TEST_F(Host, HmemFilterWithoutCuda) {
   fake::Driver d;
   open("shm");

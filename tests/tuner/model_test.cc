@@ -566,6 +566,37 @@ TEST(TunerModel, ChunkFromRules) {
   srd_rules_free(&r);
 }
 
+// A rule limited to one protocol changes that protocol's choices alone: its
+// chunk size applies to that protocol under every algorithm and to no other
+// protocol, and the decision it makes stays within that protocol.
+TEST(TunerModel, ProtocolRulesChangeOnlyTheirProtocol) {
+  const char *keys[SRD_PROTO_COUNT] = {"ll", "ll128", "simple"};
+  for (int proto = 0; proto < SRD_PROTO_COUNT; proto++) {
+    SCOPED_TRACE(keys[proto]);
+    std::string text = std::string("coll=allreduce proto=") + keys[proto] + " chunk=64K\n";
+    srd_tuner_rules r = parse(text.c_str());
+    srd_tuner *t = srd_tuner_create_with(16, 2, 0, &topo("p5").net, &r, 0);
+    for (int a : {SRD_ALGO_RING, SRD_ALGO_TREE})
+      for (int p = 0; p < SRD_PROTO_COUNT; p++) {
+        size_t chunk = 128 * KiB;
+        srd_tuner_chunk(t, SRD_COLL_ALLREDUCE, 1 * MiB, a, p, &chunk);
+        EXPECT_EQ(chunk, p == proto ? 64 * KiB : 128 * KiB) << srd_algo_name(a) << "/" << srd_proto_name(p);
+      }
+    srd_tuner_destroy(t);
+    for (size_t bytes : {1 * KiB, 1 * MiB, 1 * GiB}) {
+      Table table(SRD_COLL_ALLREDUCE, 16, 2);
+      Pick pick = decide(topo("p5").net, 2, 8, SRD_COLL_ALLREDUCE, bytes, &table, &r);
+      EXPECT_EQ(pick.proto, proto) << bytes << " B: " << name(pick);
+      for (int a = 0; a < SRD_ALGO_COUNT; a++)
+        for (int p = 0; p < SRD_PROTO_COUNT; p++)
+          if (p != proto) {
+            EXPECT_NE(table.t[a][p], 0.0f) << "another protocol was made the winner";
+          }
+    }
+    srd_rules_free(&r);
+  }
+}
+
 TEST(TunerModel, CalibrationLinesChangeTheModel) {
   srd_tuner_rules r = parse("model hop_us=1 rail_gbps=400 efficiency=0.5\n");
   srd_tuner_net net = topo("tcp").net;

@@ -86,15 +86,19 @@ TEST(CudaLoader, NoDeviceIsRefused) {
 
 TEST(CudaLoader, PointerDeviceIsAskedNeverAssumed) {
   fake::Driver d;
-  static char gpu[4096];
-  fake::state.gpu_base = (uintptr_t)gpu;
-  fake::state.gpu_len = sizeof(gpu);
-  fake::state.gpu_ordinal = 1;
+  static char gpu[2][4096];
+  fake::state.devices = 3;
+  for (int k : {1, 2}) {
+    fake::state.mem_base[k] = (uintptr_t)gpu[k - 1];
+    fake::state.mem_len[k] = sizeof(gpu[0]);
+  }
   const srd_cuda *cu = srd_cuda_get();
   char err[256] = "";
   int dev = -1;
-  ASSERT_EQ(0, srd_cuda_pointer_device(cu, gpu + 100, &dev, err, sizeof(err))) << err;
+  ASSERT_EQ(0, srd_cuda_pointer_device(cu, gpu[0] + 100, &dev, err, sizeof(err))) << err;
   EXPECT_EQ(1, dev);
+  ASSERT_EQ(0, srd_cuda_pointer_device(cu, gpu[1] + 100, &dev, err, sizeof(err))) << err;
+  EXPECT_EQ(2, dev);
   int host = 0;
   EXPECT_EQ(-1, srd_cuda_pointer_device(cu, &host, &dev, err, sizeof(err)));
   EXPECT_NE(std::string::npos, std::string(err).find("is not CUDA memory")) << err;
@@ -149,6 +153,24 @@ TEST(CudaLoader, WritesOrdering) {
   const srd_cuda *cu = srd_cuda_get();
   EXPECT_EQ(1, srd_cuda_rdma_writes_ordered(cu, 0));
   EXPECT_EQ(0, srd_cuda_rdma_writes_ordered(cu, 1));
+}
+
+// Every GPU answers for itself: the odd one out in any position is seen.
+TEST(CudaLoader, EachGpuAnswersForItself) {
+  fake::Driver d;
+  fake::state.devices = 4;
+  for (int odd = 0; odd < 4; odd++) {
+    SCOPED_TRACE(odd);
+    for (int k = 0; k < 4; k++) {
+      fake::state.ordering_attr[k] = k == odd ? 0 : SRD_CU_GPU_DIRECT_RDMA_WRITES_ORDERING_OWNER;
+      fake::state.dmabuf_attr[k] = k != odd;
+    }
+    const srd_cuda *cu = srd_cuda_get();
+    for (int k = 0; k < 4; k++) {
+      EXPECT_EQ(k != odd, srd_cuda_rdma_writes_ordered(cu, k)) << "GPU " << k;
+      EXPECT_EQ(k != odd, srd_cuda_dmabuf_supported(cu, k)) << "GPU " << k;
+    }
+  }
 }
 
 } // namespace
