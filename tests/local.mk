@@ -34,6 +34,7 @@ SRD_FUNCTIONAL_TESTS = \
 	tests/functional/sizes \
 	tests/functional/groups \
 	tests/functional/truncate \
+	tests/functional/mixed \
 	tests/functional/inflight \
 	tests/functional/close \
 	tests/functional/peerkill \
@@ -65,6 +66,9 @@ tests_functional_groups_LDADD = $(SRD_TEST_LDADD)
 tests_functional_truncate_SOURCES = tests/functional/truncate.c
 tests_functional_truncate_CPPFLAGS = $(SRD_TEST_CPPFLAGS)
 tests_functional_truncate_LDADD = $(SRD_TEST_LDADD)
+tests_functional_mixed_SOURCES = tests/functional/mixed.c
+tests_functional_mixed_CPPFLAGS = $(SRD_TEST_CPPFLAGS)
+tests_functional_mixed_LDADD = $(SRD_TEST_LDADD)
 tests_functional_inflight_SOURCES = tests/functional/inflight.c
 tests_functional_inflight_CPPFLAGS = $(SRD_TEST_CPPFLAGS)
 tests_functional_inflight_LDADD = $(SRD_TEST_LDADD)
