@@ -34,6 +34,7 @@ SRD_FUNCTIONAL_TESTS = \
 	tests/functional/sizes \
 	tests/functional/groups \
 	tests/functional/truncate \
+	tests/functional/mixed \
 	tests/functional/inflight \
 	tests/functional/close \
 	tests/functional/peerkill \
@@ -67,6 +68,9 @@ tests_functional_groups_LDADD = $(SRD_TEST_LDADD)
 tests_functional_truncate_SOURCES = tests/functional/truncate.c
 tests_functional_truncate_CPPFLAGS = $(SRD_TEST_CPPFLAGS)
 tests_functional_truncate_LDADD = $(SRD_TEST_LDADD)
+tests_functional_mixed_SOURCES = tests/functional/mixed.c
+tests_functional_mixed_CPPFLAGS = $(SRD_TEST_CPPFLAGS)
+tests_functional_mixed_LDADD = $(SRD_TEST_LDADD)
 tests_functional_inflight_SOURCES = tests/functional/inflight.c
 tests_functional_inflight_CPPFLAGS = $(SRD_TEST_CPPFLAGS)
 tests_functional_inflight_LDADD = $(SRD_TEST_LDADD)
@@ -148,7 +152,7 @@ SRD_TOPO_XML = tests/topo/p5.xml tests/topo/p4d.xml tests/topo/single.xml tests/
 EXTRA_DIST += $(SRD_TOPO_XML) tests/topo/make_topologies.py tests/topo/device-topo.sh \
 	tests/tuner/device-bench.sh tests/tuner/device-ab.sh tests/tuner/tuner_ab.c tests/tuner/example.conf
 EXTRA_DIST += tests/mutation/run.sh tests/mutation/mutate.py tests/mutation/mutations
-EXTRA_DIST += tests/device/compare.sh tests/device/gdr.sh tests/device/gdr_torch.py tests/device/floor.sh tests/device/nccl-tests.sh \
+EXTRA_DIST += tests/device/compare.sh tests/device/mid.sh tests/device/gdr.sh tests/device/gdr_torch.py tests/device/floor.sh tests/device/nccl-tests.sh \
 	tests/device/tcp_pingpong.c tests/device/cpu_share.py
 
 # ---------- unit tests (GoogleTest) ----------

@@ -228,11 +228,8 @@ struct srd_comm {
 
 struct srd_send_comm {
   struct srd_comm base;
-  bool last_eager;      /* the last message went eagerly: the receiver waits to be asked */
-  bool waiting;         /* since wait_since_us for wait_seq's clear-to-send */
-  bool asked;           /* ... and asked for it (RTS) at asked_us */
-  uint32_t wait_seq;
-  uint64_t wait_since_us, asked_us;
+  bool asked;           /* asked for asked_seq's clear-to-send (RTS) */
+  uint32_t asked_seq;
   struct srd_cts_rec *cur;
   struct srd_cts_rec *cts[SRD_CTS_RECORDS]; /* NULL: free */
   int32_t sent_tag[SRD_SENT_TAGS];
@@ -580,6 +577,8 @@ void srd_proto_repost_cts(struct srd_comm *c);
 /* Free the re-sent stripes' descriptors (device close, rails closed). */
 void srd_dev_free_resends(struct srd_dev *dev);
 void srd_proto_on_rts(struct srd_comm *c, const struct srd_msg_rts *m);
+/* A send comm moved off a rail: a request to send that rail carried may be lost. */
+void srd_proto_reask_cts(struct srd_comm *c);
 /* Close notices (src/proto/bye.c). on_bye: the peer closed; a send comm
  * stops writing and answers with its own notice once its writes are over. */
 void srd_proto_on_bye(struct srd_comm *c, const struct srd_msg_bye *m);

@@ -27,6 +27,7 @@ enum srd_stat {
   SRD_STAT_EAGER_SENT,     /* messages sent inline */
   SRD_STAT_CTS_SENT,       /* clear-to-sends posted */
   SRD_STAT_CTS_WAIT_NS,    /* sender: ns from the first isend without a clear-to-send to its arrival */
+  SRD_STAT_RTS_SENT,       /* requests to send posted (a message that found no clear-to-send) */
   SRD_STAT_KICK_SIGNAL,    /* kicks that signalled sleeping lanes (a futex wake) */
   SRD_STAT_LANE_SLEEP,     /* lane sleeps */
   SRD_STAT_LANE_WOKEN,     /* ... that ended by a kick before their timeout */

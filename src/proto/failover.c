@@ -118,6 +118,7 @@ static void comm_lost_paths(struct srd_comm *c) {
     for (int r = 0; r < c->dev->nrails; r++)
       if (!(srd_comm_usable_paths(c) >> (r * c->dev->neps) & 1) && srd_proto_resend_stripes(c, r))
         tell_peer(c, r, false, true);
+    srd_proto_reask_cts(c);
   } else {
     srd_proto_repost_cts(c);
   }

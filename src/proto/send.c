@@ -371,29 +371,21 @@ static size_t encode_rts(void *buf, size_t cap, const void *arg) {
   return srd_msg_encode_rts(buf, cap, c->peer_id, c->next_seq);
 }
 
-/* The receiver posts its clear-to-sends only on request after a small
- * message (cts_on_request): ask at once after one. After a large message it
- * posts them with its receives: ask only when none came within
- * RTS_FALLBACK_US. Either way ask again every RTS_FALLBACK_US: the transport
- * is unordered, and an eager message delivered after our request may have
- * switched the receiver back. */
-#define RTS_FALLBACK_US 1000
-
+/* A message that cannot go eagerly and finds no clear-to-send asks for it
+ * (RTS) at once, once: the receiver may be posting them on request only
+ * (cts_on_request) and then answers the RTS; otherwise its clear-to-send is
+ * on the way and the RTS is dropped there. No timer: an RTS lost with a rail
+ * is asked again when the comm moves off that rail (srd_proto_reask_cts). */
 static void ask_for_cts(struct srd_comm *c, uint32_t k) {
   struct srd_send_comm *s = srd_send_comm(c);
-  uint64_t now = srd_now_us();
-  if (!s->waiting || s->wait_seq != k) {
-    s->waiting = true;
-    s->wait_seq = k;
-    s->wait_since_us = now;
-    s->asked = false;
-  }
-  uint64_t due = s->asked ? s->asked_us + RTS_FALLBACK_US : s->last_eager ? now : s->wait_since_us + RTS_FALLBACK_US;
-  if (now < due) return;
+  if (s->asked && s->asked_seq == k) return;
   if (srd_comm_send_ctrl(c, FI_ADDR_UNSPEC, encode_rts, c, NULL) != SRD_OK) return; /* next call tries again */
+  SRD_STAT(SRD_STAT_RTS_SENT);
   s->asked = true;
-  s->asked_us = now;
+  s->asked_seq = k;
 }
+
+void srd_proto_reask_cts(struct srd_comm *c) { srd_send_comm(c)->asked = false; }
 
 int srd_proto_isend(struct srd_comm *c, const void *data, size_t size, int tag, struct srd_mr_ref *mr,
                     struct srd_req **out) {
@@ -417,7 +409,6 @@ int srd_proto_isend(struct srd_comm *c, const void *data, size_t size, int tag, 
   if (!rec || eager) {
     if (eager) {
       int rc = send_eager(c, data, size, tag, out);
-      if (rc == SRD_OK) srd_send_comm(c)->last_eager = true;
       if (rc == SRD_OK && rec) claim_entry(rec, tag);
       if (rec && rec->used == (1u << rec->n) - 1) release_cts(c, rec);
       return rc;
@@ -481,7 +472,6 @@ int srd_proto_isend(struct srd_comm *c, const void *data, size_t size, int tag, 
     *out = r;
   }
   c->next_seq++;
-  srd_send_comm(c)->last_eager = false;
   if (rec->used == (1u << rec->n) - 1) release_cts(c, rec);
   return SRD_OK;
 }

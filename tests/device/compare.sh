@@ -8,9 +8,9 @@
 #
 #   bash tests/device/compare.sh      # from the root of the carried checkout
 #
-# Needs .device/install (make install of this tree, configured against
-# Debian's libfabric 1.17: a plugin built against 2.x headers needs 2.x
-# symbols and does not load here), .device/gpu-env.sh and
+# Runs on libfabric LIBFABRIC (2.6 by default, native tcp; 1.17 for
+# Debian's tcp;ofi_rxm): needs what srd_libfabric (nccl-tests.sh) names
+# (.device/install-lf2 and .device/lf2, or .device/install), .device/gpu-env.sh and
 # nccl-tests as source in .device/nccl-tests (built here with MPI) or built
 # (NCCL_TESTS=dir with *_perf).
 # Every plugin variant sets NCCL_NET=SRD: if our plugin does not load, NCCL
@@ -51,8 +51,11 @@ LARGE_MAX=${LARGE_MAX:-1G}
 LARGE_ITERS=${LARGE_ITERS:-3}
 RUN_TIMEOUT=${RUN_TIMEOUT:-120}
 BUDGET_S=${BUDGET_S-480}
-net=$PWD/.device/install/lib/libnccl-net-srd.so
-[ -e "$net" ] || { echo "no plugin at $net (make install into .device/install)" | tee "$out/error.txt"; exit 1; }
+LIBFABRIC=${LIBFABRIC:-2.6}
+# shellcheck source=tests/device/nccl-tests.sh
+. tests/device/nccl-tests.sh
+srd_libfabric "$LIBFABRIC" || { echo "$lf_error" | tee "$out/error.txt"; exit 1; }
+export LD_LIBRARY_PATH=$lf_path:$LD_LIBRARY_PATH
 BASE_NET=${BASE_NET:-}
 forced_variants="socket srd"
 if [ -n "$BASE_NET" ]; then
@@ -60,8 +63,6 @@ if [ -n "$BASE_NET" ]; then
   forced_variants="$forced_variants base"
 fi
 
-# shellcheck source=tests/device/nccl-tests.sh
-. tests/device/nccl-tests.sh
 nccl_tests_build "$out/nccl-tests-build.log" || { echo "$nccl_tests_error" | tee "$out/error.txt"; exit 1; }
 
 {
@@ -69,7 +70,7 @@ nccl_tests_build "$out/nccl-tests-build.log" || { echo "$nccl_tests_error" | tee
   git log -1 --format='commit %h %s' 2>/dev/null
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1
   python3 -c 'import torch;print("NCCL", torch.cuda.nccl.version())' 2>&1
-  echo "cpus $(nproc) ranks=$RANKS variants=$VARIANTS forced=$FORCED"
+  echo "cpus $(nproc) libfabric=$LIBFABRIC ranks=$RANKS variants=$VARIANTS forced=$FORCED"
 } >"$out/env.txt"
 
 export NCCL_TESTS_DEVICE=0 NCCL_DEBUG=WARN FI_PROVIDER=tcp

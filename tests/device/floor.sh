@@ -2,15 +2,16 @@
 # On the GPU device machine: what one network hop costs at the bottom of issue
 # 13's small-message rows, in one call, each measure twice and interleaved:
 #   - raw loopback TCP (tests/device/tcp_pingpong.c: plain socket calls),
-#   - srd-perf: our plugin against raw libfabric tcp;ofi_rxm (fi_writedata),
+#   - srd-perf: our plugin against raw libfabric (sends up to the eager
+#     limit, fi_writedata above) on the same provider,
 #   - one hop inside NCCL (nccl-tests sendrecv_perf, 2 ranks, each sends to
 #     the other) over NCCL's Socket transport and over our plugin.
 # Sizes 8 B, 512 B, 8 KiB, 32 KiB, 128 KiB; about 2 minutes.
 #
 #   OUT=dir bash tests/device/floor.sh      # from the root of the carried checkout
 #
-# Needs what compare.sh needs (.device/install built against Debian's
-# libfabric 1.17, .device/gpu-env.sh, nccl-tests) and a C compiler. Writes
+# Needs what compare.sh needs (the plugin for LIBFABRIC, 2.6 by default,
+# .device/gpu-env.sh, nccl-tests) and a C compiler. Writes
 # $OUT/summary.md and a log per run.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
@@ -24,8 +25,10 @@ fi
 . tests/device/nccl-tests.sh
 nccl_tests_build "$out/nccl-tests-build.log" || { echo "$nccl_tests_error" | tee "$out/error.txt"; exit 1; }
 cc -O2 -o "$out/tcp_pingpong" tests/device/tcp_pingpong.c 2>"$out/cc.log" || { cat "$out/cc.log"; exit 1; }
-net=$PWD/.device/install/lib/libnccl-net-srd.so
-[ -e "$net" ] || { echo "no plugin at $net (make install into .device/install)" | tee "$out/error.txt"; exit 1; }
+LIBFABRIC=${LIBFABRIC:-2.6}
+srd_libfabric "$LIBFABRIC" || { echo "$lf_error" | tee "$out/error.txt"; exit 1; }
+export LD_LIBRARY_PATH=$lf_path:$LD_LIBRARY_PATH
+perf_bin=${net%/lib/*}/bin/srd-perf
 export NCCL_TESTS_DEVICE=0 NCCL_DEBUG=WARN FI_PROVIDER=tcp
 unset NCCL_DEBUG_SUBSYS NCCL_ALGO NCCL_PROTO NCCL_NET NCCL_NET_PLUGIN NCCL_TUNER_PLUGIN
 for v in $(env | grep -oE '^NCCL_SRD_[A-Z_]+'); do unset "$v"; done
@@ -33,7 +36,7 @@ sizes="8 512 8192 32768 131072"
 for round in 1 2; do
   # shellcheck disable=SC2086
   bounded 60 taskset -c 2,3 "$out/tcp_pingpong" 20000 $sizes >"$out/tcp-$round.log" 2>&1
-  bounded 90 srd-perf --pin -t lat -b 8 -e 128K -f 4 >"$out/srd-perf-$round.log" 2>&1
+  bounded 90 "$perf_bin" --pin -t lat -b 8 -e 128K -f 4 >"$out/srd-perf-$round.log" 2>&1
   for v in socket srd; do
     if [ $v = socket ]; then e="NCCL_NET=Socket"; else e="NCCL_NET=SRD NCCL_NET_PLUGIN=$net"; fi
     # shellcheck disable=SC2086
@@ -52,7 +55,7 @@ two() { printf '%s, %s' "${1:--}" "${2:--}"; }
 {
   echo "# One hop at small sizes, $(date -u '+%F %H:%M UTC')"
   echo
-  echo "    $(git log -1 --format='commit %h' 2>/dev/null), $(nproc) cpus, FI_PROVIDER=tcp (loopback), two runs each"
+  echo "    $(git log -1 --format='commit %h' 2>/dev/null), $(nproc) cpus, libfabric $LIBFABRIC, FI_PROVIDER=tcp (loopback), two runs each"
   echo
   echo "Half the round trip, p50 us (tcp_pingpong, srd-perf); NCCL sendrecv_perf out-of-place time us (one hop per iteration)."
   echo

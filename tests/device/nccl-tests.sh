@@ -1,7 +1,8 @@
 # Sourced by the device scripts. nccl_tests_build LOG sets tests_dir to
 # nccl-tests' binaries: $NCCL_TESTS when set (built already), else
 # .device/nccl-tests/build, built here with MPI on first use for this
-# machine's GPU only (every architecture costs minutes of a 10-minute call).
+# machine's GPU only (every architecture costs minutes of a 10-minute call),
+# and only the tests NCCL_TESTS_BINS names when set (e.g. "all_reduce sendrecv").
 # On failure it returns 1 with the reason in nccl_tests_error.
 nccl_tests_build() {
   local log=$1 src=$PWD/.device/nccl-tests cap
@@ -10,9 +11,32 @@ nccl_tests_build() {
     cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '.')
     make -C "$src" -j16 MPI=1 MPI_HOME="$SRD_MPI_HOME" NCCL_HOME="$SRD_NCCL_HOME" \
       CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}" ${cap:+NVCC_GENCODE=-gencode=arch=compute_$cap,code=sm_$cap} \
+      ${NCCL_TESTS_BINS:+BIN_FILES_LIST="$NCCL_TESTS_BINS"} \
       >"$log" 2>&1 || { nccl_tests_error="nccl-tests build failed (its log: $log)"; return 1; }
   fi
   [ -x "$tests_dir/all_reduce_perf" ] || { nccl_tests_error="no nccl-tests in $tests_dir"; return 1; }
+}
+
+# srd_libfabric VERSION: which libfabric our plugin runs on. 2.6 (the
+# default of the device scripts: what AWS users run; FI_PROVIDER=tcp is its
+# native tcp): the plugin in .device/install-lf2 (configured against 2.x
+# headers) on the CUDA build of libfabric 2.6 in .device/lf2. 1.17: the
+# plugin in .device/install on Debian's libfabric (tcp;ofi_rxm), which
+# gpu-env.sh puts on the library path. Sets net (the plugin) and lf_path
+# (what goes first on LD_LIBRARY_PATH); returns 1 with lf_error when the
+# pieces are missing (a 2.x-built plugin does not load on 1.17).
+srd_libfabric() {
+  case $1 in
+    2.6)
+      net=$PWD/.device/install-lf2/lib/libnccl-net-srd.so
+      lf_path=$PWD/.device/install-lf2/lib:$PWD/.device/lf2/lib
+      [ -e "$PWD/.device/lf2/lib/libfabric.so" ] || { lf_error="no libfabric 2.6 in .device/lf2"; return 1; } ;;
+    1.17)
+      net=$PWD/.device/install/lib/libnccl-net-srd.so
+      lf_path=$PWD/.device/install/lib ;;
+    *) lf_error="unknown libfabric $1 (2.6 or 1.17)"; return 1 ;;
+  esac
+  [ -e "$net" ] || { lf_error="no plugin at $net (make install there, configured against libfabric $1)"; return 1; }
 }
 
 # eu-stack for bounded: the machine's own, else elfutils' Debian packages

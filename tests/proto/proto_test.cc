@@ -1405,38 +1405,34 @@ TEST_F(Proto, RequestToSendBeforeItsReceiveIsRemembered) {
   srd_req_release(rr2);
 }
 
-// The sender asks again while no clear-to-send comes.
-TEST_F(Proto, SenderAsksAgain) {
+// A message that finds no clear-to-send asks for it at once, once per
+// message, and no timer asks again: the receiver either answers the request
+// or has its clear-to-send on the way.
+TEST_F(Proto, SenderAsksAtOnceAndOnce) {
   std::vector<char> small = pattern(100, 12), big = pattern(8192, 13);
   Reg rs(small), rb(big);
-  srd_req *sr = isend(small, rs, small.size(), 0);
-  ASSERT_TRUE(sr);
-  complete_send(0);
-  srd_req_release(sr);
   EXPECT_EQ(nullptr, isend(big, rb, big.size(), 0, SRD_AGAIN));
-  ASSERT_EQ(1u, g.sends.size()) << "asked at once after an eager message";
+  ASSERT_EQ(1u, g.sends.size()) << "a fresh comm asks at once too";
+  EXPECT_EQ(SRD_MSG_RTS, sent_type(0));
   complete_send(0); // lost on the way, as far as this test cares
-  EXPECT_EQ(nullptr, isend(big, rb, big.size(), 0, SRD_AGAIN));
-  EXPECT_TRUE(g.sends.empty()) << "asked again at once";
   usleep(5000);
   EXPECT_EQ(nullptr, isend(big, rb, big.size(), 0, SRD_AGAIN));
-  ASSERT_EQ(1u, g.sends.size()) << "never asked again";
-  EXPECT_EQ(SRD_MSG_RTS, sent_type(0));
-  complete_send(0);
+  EXPECT_TRUE(g.sends.empty()) << "asked again: a timer on the data path";
 }
 
-// After a large message (or on a fresh comm) the receiver posts its
-// clear-to-sends unasked: the sender asks only when none came for a while.
-TEST_F(Proto, SenderAsksLateAfterLargeMessages) {
+// A request that a failed rail may have carried is asked again once the
+// comm moved off it (failover.c calls srd_proto_reask_cts).
+TEST_F(Proto, SenderAsksAgainAfterMovingOffARail) {
   std::vector<char> big = pattern(8192, 9);
   Reg rb(big);
   EXPECT_EQ(nullptr, isend(big, rb, big.size(), 0, SRD_AGAIN));
-  EXPECT_TRUE(g.sends.empty()) << "asked at once although the receiver posts unasked";
-  usleep(5000);
+  ASSERT_EQ(1u, g.sends.size());
+  complete_send(0);
+  srd_proto_reask_cts(s);
   EXPECT_EQ(nullptr, isend(big, rb, big.size(), 0, SRD_AGAIN));
-  ASSERT_EQ(1u, g.sends.size()) << "no clear-to-send for 5 ms, and the sender never asked";
+  ASSERT_EQ(1u, g.sends.size()) << "not asked again after the rail went";
   EXPECT_EQ(SRD_MSG_RTS, sent_type(0));
-  deliver_and_complete_sends();
+  complete_send(0);
 }
 
 // A provider that refuses every probe (try later: a paused or overloaded
@@ -1568,7 +1564,9 @@ TEST_F(Proto, GpuMemoryNeverGoesEagerly) {
   Reg ro(out), ri(in);
   ro.mr.device = 0;
   EXPECT_EQ(nullptr, isend(out, ro, out.size(), 3, SRD_AGAIN)) << "no eager send from GPU memory";
-  EXPECT_TRUE(g.sends.empty()) << "a fresh receiver posts its clear-to-send unasked";
+  ASSERT_EQ(1u, g.sends.size()) << "asked for the clear-to-send";
+  EXPECT_EQ(SRD_MSG_RTS, sent_type(0));
+  deliver_and_complete_sends();
   Reg *regs[] = {&ri};
   int tag = 3;
   srd_req *rr = irecv(1, &in, regs, &tag);
