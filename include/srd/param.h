@@ -25,6 +25,7 @@ enum srd_param {
   SRD_PARAM_PROGRESS_THREADS, /* int: progress threads per NIC (-1: automatic; 0: NCCL's thread polls) */
   SRD_PARAM_GDR,              /* string: GPU memory: auto, 0 (host only) or 1 (required) */
   SRD_PARAM_TEST_CPUS,        /* int: CPUs the automatic lane count assumes (tests; 0: the machine's) */
+  SRD_PARAM_RMA,              /* string: one-sided RMA (ncclRma): auto, 0 (off) or host (host windows only) */
   SRD_PARAM_COUNT
 };
 

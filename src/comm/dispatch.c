@@ -6,6 +6,7 @@
 
 #include "srd/comm.h"
 #include "srd/log.h"
+#include "srd/rma.h"
 #include "srd/sys.h"
 
 /* A legitimate peer sends a few clear-to-sends before our connect sees its
@@ -126,6 +127,13 @@ static void deliver(struct srd_comm *c, struct srd_rail *rail, fi_addr_t src, co
   case SRD_MSG_PROBE:
     srd_proto_on_probe(c, (int)(rail - c->dev->rails), src, &m.u.probe);
     break;
+  case SRD_MSG_RMA_SIGNAL:
+    if (!c->is_send && c->rma) srd_rma_on_signal(c, &m.u.rma_signal);
+    else SRD_WARN("comm %#x: RMA signal for a comm of no RMA group dropped", c->id);
+    break;
+  case SRD_MSG_RMA_ACK:
+    if (c->is_send && c->rma) srd_rma_on_ack(c, &m.u.rma_ack);
+    break;
   default:
     break;
   }
@@ -135,6 +143,11 @@ static void on_remote_write(void *arg, struct srd_rail *rail, uint32_t imm, size
   struct srd_dev *dev = arg;
   struct srd_imm v = srd_imm_unpack(imm);
   struct srd_comm *c = dev->comms[v.comm_index];
+  if (srd_imm_is_rma(imm) && c && !c->is_send && c->ready && c->rma) {
+    c->last_heard_ms = srd_now_ms();
+    srd_rma_on_write(c, imm, len);
+    return;
+  }
   if (!c || c->is_send || !c->ready) {
     SRD_WARN("rail %s: remote write for comm index %u, which is no ready receive comm, dropped", rail->name,
              v.comm_index);

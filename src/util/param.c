@@ -50,6 +50,8 @@ static const struct srd_param_desc table[SRD_PARAM_COUNT] = {
                        "GPU memory (GPUDirect RDMA): auto (when provider and CUDA allow), 0 (host only), 1 (required)"},
     [SRD_PARAM_TEST_CPUS] = {"NCCL_SRD_TEST_CPUS", 0, 0, 0, 4096,
                              "test mode: CPUs (online and usable) the automatic progress-thread count assumes"},
+    [SRD_PARAM_RMA] = {"NCCL_SRD_RMA", 1, 0, 0, 0,
+                       "one-sided RMA for NCCL 2.30+: auto (where GPU windows work), 0 (off), host (host windows only)"},
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;

@@ -129,7 +129,8 @@ int flush_read(srd_rail *rail, uint64_t raddr, uint64_t key, srd_op *op) {
 }
 
 const srd_rail_ops kFake = {av_insert, av_remove, get_send_buf, put_send_buf, send,     write,    queue_write,
-                            mr_desc,   mr_key,    reg,          mr_close,     poll,     link_down, flush_read};
+                            mr_desc,   mr_key,    reg,          mr_close,     poll,     link_down, flush_read,
+                            nullptr};
 
 // Addresses: a comm's peer address is the index of the peer's device; what
 // arrives at one device comes from the other (FI_SOURCE).
