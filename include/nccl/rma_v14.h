@@ -7,7 +7,7 @@
 
 #include <stdbool.h>
 
-#include "nccl/net_v12.h"
+#include "nccl/net.h" /* ncclNetProperties_v12_t and what it is built from */
 
 typedef struct {
   int nContexts;

@@ -388,8 +388,11 @@ bool srd_rma_op_test(struct srd_rma_op *op) {
 void srd_rma_on_ack(struct srd_comm *c, const struct srd_msg_rma_ack *m) {
   struct srd_rma_peer *p = c->rma;
   if (!p || !c->is_send) return;
-  /* Only forward, never past what we sent. */
-  if (m->seq - p->acked > p->next_seq - p->acked) {
+  /* Acknowledgements may overtake each other: an older one says nothing new.
+   * One past what we sent is forged. */
+  int32_t ahead = (int32_t)(m->seq - p->acked);
+  if (ahead <= 0) return;
+  if ((uint32_t)ahead > p->next_seq - p->acked) {
     SRD_WARN("comm %#x: RMA acknowledgement of op %u outside the ops sent (%u..%u), dropped", c->id, m->seq, p->acked,
              p->next_seq);
     return;
