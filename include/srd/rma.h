@@ -65,6 +65,7 @@ struct srd_rma_op {
   struct srd_stripe stripes[SRD_MAX_STRIPES];
   struct srd_rail_write w[SRD_MAX_STRIPES];
   struct srd_rma_op *next; /* the peer's queue, or the pool */
+  struct srd_rma_op *all;  /* every op the group made, freed with it */
 };
 
 /* The target's view of one op of a peer, by sequence modulo the window. */
@@ -97,12 +98,15 @@ struct srd_rma_coll {
   struct srd_rma_peer *peers; /* [nranks] */
   struct srd_rma_win **wins;  /* by registration order; NULL once deregistered */
   int nwins, cap_wins;
-  struct srd_rma_op *free_ops;
+  struct srd_rma_op *free_ops, *all_ops;
   int result; /* first error (enum srd_err), kept for queryLastError */
 };
 
-/* Group lifetime; the comms are the caller's to make and close. */
+/* Group lifetime; the comms are the caller's to make and close: detach
+ * (no call, message or write reaches the group any more), close the comms
+ * (they wait for operations that name the group's ops), then free. */
 struct srd_rma_coll *srd_rma_coll_new(struct srd_dev *dev, int nranks, int rank);
+void srd_rma_coll_detach(struct srd_rma_coll *coll);
 void srd_rma_coll_free(struct srd_rma_coll *coll);
 /* Tie peer rank's comms to the group (their messages and writes reach it). */
 void srd_rma_set_peer(struct srd_rma_coll *coll, int rank, struct srd_comm *send, struct srd_comm *recv);

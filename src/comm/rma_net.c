@@ -215,10 +215,15 @@ ncclResult_t srd_rma_net_connect(void *handles[], int nranks, int rank, void *li
   if (rc) {
     if (coll) {
       pthread_mutex_lock(&dev->lock);
-      srd_rma_coll_free(coll);
+      srd_rma_coll_detach(coll);
       pthread_mutex_unlock(&dev->lock);
     }
     if (sends && recvs) close_comms(nranks, sends, recvs);
+    if (coll) {
+      pthread_mutex_lock(&dev->lock);
+      srd_rma_coll_free(coll);
+      pthread_mutex_unlock(&dev->lock);
+    }
   } else {
     *out = coll;
     SRD_INFO(NCCL_INIT | NCCL_NET, "RMA: rank %d connected to %d peer(s) on device %d", rank, nranks - 1,
@@ -253,9 +258,12 @@ ncclResult_t srd_rma_net_close(void *p) {
   for (int r = 0; r < n; r++) sends[r] = coll->peers[r].send, recvs[r] = coll->peers[r].recv;
   for (int i = 0; i < coll->nwins; i++)
     if (coll->wins[i]) SRD_WARN("RMA: group closed with window %d still registered", i);
-  srd_rma_coll_free(coll);
+  srd_rma_coll_detach(coll);
   pthread_mutex_unlock(&dev->lock);
   close_comms(n, sends, recvs);
+  pthread_mutex_lock(&dev->lock);
+  srd_rma_coll_free(coll);
+  pthread_mutex_unlock(&dev->lock);
   free(sends);
   free(recvs);
   return ncclSuccess;

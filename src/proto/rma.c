@@ -36,15 +36,19 @@ void srd_rma_set_peer(struct srd_rma_coll *coll, int rank, struct srd_comm *send
   recv->rma = p;
 }
 
-void srd_rma_coll_free(struct srd_rma_coll *coll) {
+void srd_rma_coll_detach(struct srd_rma_coll *coll) {
+  coll->magic = 0;
   for (int r = 0; r < coll->nranks; r++) {
     struct srd_rma_peer *p = &coll->peers[r];
     if (p->send) p->send->rma = NULL;
     if (p->recv) p->recv->rma = NULL;
   }
-  while (coll->free_ops) {
-    struct srd_rma_op *op = coll->free_ops;
-    coll->free_ops = op->next;
+}
+
+void srd_rma_coll_free(struct srd_rma_coll *coll) {
+  while (coll->all_ops) {
+    struct srd_rma_op *op = coll->all_ops;
+    coll->all_ops = op->all;
     free(op);
   }
   coll->magic = 0;
@@ -59,8 +63,13 @@ static void coll_fail(struct srd_rma_coll *coll, int result) {
 
 static struct srd_rma_op *op_get(struct srd_rma_coll *coll) {
   struct srd_rma_op *op = coll->free_ops;
-  if (op) coll->free_ops = op->next;
-  else if (!(op = malloc(sizeof(*op)))) return NULL;
+  if (op) {
+    coll->free_ops = op->next;
+  } else {
+    if (!(op = malloc(sizeof(*op)))) return NULL;
+    op->all = coll->all_ops;
+    coll->all_ops = op;
+  }
   memset(op, 0, offsetof(struct srd_rma_op, stripes));
   op->coll = coll;
   op->in_use = true;
