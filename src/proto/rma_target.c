@@ -60,9 +60,8 @@ int srd_rma_win_new(struct srd_rma_coll *coll, void *base, size_t len, int cuda_
 
 int srd_rma_win_set_remote(struct srd_rma_win *w, int rank, const struct srd_rma_remote *r) {
   struct srd_rma_coll *coll = w->coll;
-  if (r->nkeys < 1 || r->nkeys > SRD_MAX_RAILS || r->len != w->len) {
-    SRD_WARN("RMA window %u: rank %d describes its copy with %d keys and %llu bytes (ours: %zu bytes)", w->index, rank,
-             r->nkeys, (unsigned long long)r->len, w->len);
+  if (r->nkeys < 1 || r->nkeys > SRD_MAX_RAILS) {
+    SRD_WARN("RMA window %u: rank %d describes its copy with %d keys", w->index, rank, r->nkeys);
     return SRD_ERR_REMOTE;
   }
   pthread_mutex_lock(&coll->dev->lock);
