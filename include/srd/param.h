@@ -48,6 +48,9 @@ void srd_param_reload(void);
  * variables; srd_parse_size the tools' size arguments: no sign, and the
  * suffix may be spelled KiB or KB too. */
 int srd_param_parse_int(const char *text, int64_t *out);
+/* Does NCCL_SRD_RMA let ncclRma's init succeed, and why (or why not)? The
+ * one reading of it, for the plugin and srd-info. */
+int srd_param_rma_offered(const char **why);
 int srd_parse_size(const char *text, uint64_t *out);
 
 #endif

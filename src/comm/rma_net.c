@@ -46,12 +46,9 @@ ncclResult_t srd_rma_net_init(void **ctx, ncclDebugLogger_t logger) {
   if (!ctx) return ncclInvalidArgument;
   *ctx = NULL;
   if (logger) srd_log_set_logger(logger);
-  const char *mode = srd_param_str(SRD_PARAM_RMA);
-  if (!mode || strcmp(mode, "host") != 0) {
-    /* NCCL registers its signal words in GPU memory; applying a signal there
-     * from the target's CPU is not built yet. */
-    SRD_INFO(NCCL_INIT | NCCL_NET, "RMA: not offered (%s): signals into GPU memory are not supported yet; "
-             "NCCL_SRD_RMA=host offers host windows only", mode ? "NCCL_SRD_RMA set" : "NCCL_SRD_RMA unset");
+  const char *why;
+  if (!srd_param_rma_offered(&why)) {
+    SRD_INFO(NCCL_INIT | NCCL_NET, "RMA: not offered: %s", why);
     return ncclInternalError;
   }
   ncclResult_t rc = srd_net_init(logger);

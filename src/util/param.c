@@ -133,3 +133,17 @@ void srd_param_reload(void) {
   load_locked();
   pthread_mutex_unlock(&lock);
 }
+
+int srd_param_rma_offered(const char **why) {
+  const char *mode = srd_param_str(SRD_PARAM_RMA);
+  if (mode && strcmp(mode, "host") == 0) {
+    *why = "host windows only (NCCL_SRD_RMA=host)";
+    return 1;
+  }
+  /* NCCL registers its signal words in GPU memory; applying a signal there
+   * from the target is not built yet. */
+  *why = mode && strcmp(mode, "0") == 0 ? "off (NCCL_SRD_RMA=0)"
+                                        : "signals into GPU memory are not supported yet; NCCL_SRD_RMA=host offers "
+                                          "host windows only";
+  return 0;
+}
