@@ -23,6 +23,9 @@ struct srd_props {
   int force_flush;      /* received GPU data needs iflush (v9+ forceFlush) */
 };
 
+/* An internal result (enum srd_err) as NCCL's; SRD_AGAIN is success (the
+ * comm or request stays NULL). */
+ncclResult_t srd_to_nccl(int rc);
 ncclResult_t srd_net_init(ncclDebugLogger_t logger);
 /* Drop one reference taken by init; the last one releases every device. */
 void srd_net_fini(void);

@@ -25,23 +25,6 @@ struct rma_ctx {
   int ncontexts;
 };
 
-static ncclResult_t to_nccl(int rc) {
-  switch (rc) {
-  case SRD_OK:
-    return ncclSuccess;
-  case SRD_ERR_ARG:
-    return ncclInvalidArgument;
-  case SRD_ERR_USAGE:
-    return ncclInvalidUsage;
-  case SRD_ERR_SYSTEM:
-    return ncclSystemError;
-  case SRD_ERR_REMOTE:
-    return ncclRemoteError;
-  default:
-    return ncclInternalError;
-  }
-}
-
 ncclResult_t srd_rma_net_init(void **ctx, ncclDebugLogger_t logger) {
   if (!ctx) return ncclInvalidArgument;
   *ctx = NULL;
@@ -231,7 +214,7 @@ ncclResult_t srd_rma_net_connect(void *handles[], int nranks, int rank, void *li
   free(by_rank);
   free(out_msg);
   free(in_msg);
-  return to_nccl(rc);
+  return srd_to_nccl(rc);
 }
 
 static bool coll_ok(const struct srd_rma_coll *coll) {
@@ -303,7 +286,7 @@ ncclResult_t srd_rma_net_reg(void *p, void *data, size_t size, int type, int dma
   struct srd_rma_win *w;
   struct srd_rma_remote mine;
   int rc = srd_rma_win_new(coll, data, size, -1, -1, 0, &w, &mine);
-  if (rc) return to_nccl(rc);
+  if (rc) return srd_to_nccl(rc);
   int n = coll->nranks;
   uint64_t *out = calloc((size_t)n, DESC_WORDS * 8), *in = calloc((size_t)n, DESC_WORDS * 8);
   void **sends = calloc((size_t)n, sizeof(void *)), **recvs = calloc((size_t)n, sizeof(void *));
@@ -328,7 +311,7 @@ ncclResult_t srd_rma_net_reg(void *p, void *data, size_t size, int type, int dma
   free(recvs);
   if (rc) {
     srd_rma_win_free(w);
-    return to_nccl(rc);
+    return srd_to_nccl(rc);
   }
   *mhandle = w;
   return ncclSuccess;
@@ -370,7 +353,7 @@ static ncclResult_t finish_call(struct srd_rma_coll *coll, int rc, struct srd_rm
     *request = op;
   }
   pthread_mutex_unlock(&coll->dev->lock);
-  return to_nccl(rc);
+  return srd_to_nccl(rc);
 }
 
 ncclResult_t srd_rma_net_put(void *p, int context, uint64_t src_off, void *src_mh, size_t size, uint64_t dst_off,
@@ -451,7 +434,7 @@ ncclResult_t srd_rma_net_test(void *p, void *request, int *done) {
     srd_rma_op_release(op);
   }
   pthread_mutex_unlock(&dev->lock);
-  return to_nccl(rc);
+  return srd_to_nccl(rc);
 }
 
 ncclResult_t srd_rma_net_progress(void *p) {
@@ -464,7 +447,7 @@ ncclResult_t srd_rma_net_progress(void *p) {
   srd_rma_progress(c->coll);
   int rc = c->coll->result;
   pthread_mutex_unlock(&dev->lock);
-  return to_nccl(rc);
+  return srd_to_nccl(rc);
 }
 
 ncclResult_t srd_rma_net_last_error(void *p, int *has_error) {
