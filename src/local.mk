@@ -10,12 +10,14 @@ libsrd_core_la_SOURCES = \
 	src/wire/wire.c src/sched/sched.c \
 	src/proto/dev.c src/proto/comms.c src/proto/ctrl.c src/proto/probe.c src/proto/failover.c src/proto/lanes.c src/proto/regs.c \
 	src/proto/request.c src/proto/send.c src/proto/recv.c src/proto/bye.c src/proto/flush.c \
-	src/comm/dispatch.c src/comm/handshake.c src/comm/close.c src/comm/net.c
+	src/proto/rma.c src/proto/rma_target.c \
+	src/comm/dispatch.c src/comm/handshake.c src/comm/close.c src/comm/net.c src/comm/rma_net.c
 libsrd_core_la_LIBADD = libsrd_topo.la libsrd_util.la $(FABRIC_LIBS) $(HWLOC_LIBS) -ldl
 
 lib_LTLIBRARIES += libnccl-net-srd.la
 libnccl_net_srd_la_SOURCES = src/api/api.h src/api/common.c \
-	src/api/net_v8.c src/api/net_v9.c src/api/net_v10.c src/api/net_v11.c src/api/net_v12.c
+	src/api/net_v8.c src/api/net_v9.c src/api/net_v10.c src/api/net_v11.c src/api/net_v12.c \
+	src/api/rma_v14.c
 # NCCL looks for a tuner in the net plugin when NCCL_TUNER_PLUGIN is unset,
 # so the same tables are exported here too.
 libnccl_net_srd_la_SOURCES += tuner/api.c

@@ -42,7 +42,8 @@ SRD_FUNCTIONAL_TESTS = \
 	tests/functional/allreduce \
 	tests/functional/badinput \
 	tests/functional/paths \
-	tests/functional/manycomms
+	tests/functional/manycomms \
+	tests/functional/rma
 SRD_ABI_TESTS = tests/abi/dlopen
 
 check_PROGRAMS += $(SRD_FUNCTIONAL_TESTS) $(SRD_ABI_TESTS)
@@ -53,6 +54,9 @@ TESTS += $(SRD_ABI_TESTS) tests/abi/exports.sh $(SRD_FUNCTIONAL_TESTS) tests/fun
 EXTRA_DIST += tests/abi/exports.sh tests/functional/reorder.sh tests/functional/recv-refuse.sh \
 	tests/functional/threads.sh tests/functional/lanes.lsan
 
+tests_functional_rma_SOURCES = tests/functional/rma.c
+tests_functional_rma_CPPFLAGS = $(SRD_TEST_CPPFLAGS)
+tests_functional_rma_LDADD = $(SRD_TEST_LDADD)
 tests_functional_manycomms_SOURCES = tests/functional/manycomms.c
 tests_functional_manycomms_CPPFLAGS = $(SRD_TEST_CPPFLAGS)
 tests_functional_manycomms_LDADD = $(SRD_TEST_LDADD)

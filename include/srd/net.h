@@ -23,6 +23,9 @@ struct srd_props {
   int force_flush;      /* received GPU data needs iflush (v9+ forceFlush) */
 };
 
+/* An internal result (enum srd_err) as NCCL's; SRD_AGAIN is success (the
+ * comm or request stays NULL). */
+ncclResult_t srd_to_nccl(int rc);
 ncclResult_t srd_net_init(ncclDebugLogger_t logger);
 /* Drop one reference taken by init; the last one releases every device. */
 void srd_net_fini(void);
@@ -44,5 +47,31 @@ ncclResult_t srd_net_test(void *request, int *done, int *sizes);
 ncclResult_t srd_net_close_send(void *send_comm);
 ncclResult_t srd_net_close_recv(void *recv_comm);
 ncclResult_t srd_net_close_listen(void *listen_comm);
+
+/* One-sided RMA (ncclRma, NCCL 2.30+; src/comm/rma_net.c). init fails,
+ * logged, where the path cannot work. connect and regMrSym are collective:
+ * every rank of the group calls them in the same order. Ops never answer
+ * "later": what the provider cannot take yet waits inside. */
+ncclResult_t srd_rma_net_init(void **ctx, ncclDebugLogger_t logger);
+ncclResult_t srd_rma_net_finalize(void *ctx);
+ncclResult_t srd_rma_net_listen(void *ctx, int dev, void *handle, void **listen_comm);
+ncclResult_t srd_rma_net_connect(void *handles[], int nranks, int rank, void *listen_comm, void **coll);
+ncclResult_t srd_rma_net_close(void *coll);
+ncclResult_t srd_rma_net_create_context(void *coll, int ncontexts, void **rctx);
+ncclResult_t srd_rma_net_destroy_context(void *rctx);
+ncclResult_t srd_rma_net_reg(void *coll, void *data, size_t size, int type, int dmabuf_fd, uint64_t offset,
+                             void **mhandle);
+ncclResult_t srd_rma_net_dereg(void *coll, void *mhandle);
+/* signal_mh NULL: a put without signal; size 0 with a signal: a signal alone.
+ * signal_op: NCCL_NET_SIGNAL_OP_*. */
+ncclResult_t srd_rma_net_put(void *rctx, int context, uint64_t src_off, void *src_mh, size_t size, uint64_t dst_off,
+                             void *dst_mh, uint32_t rank, uint64_t signal_off, void *signal_mh, uint64_t signal_value,
+                             uint32_t signal_op, void **request);
+ncclResult_t srd_rma_net_get(void *rctx, int context, uint64_t remote_off, void *remote_mh, size_t size,
+                             uint64_t local_off, void *local_mh, uint32_t rank, void **request);
+ncclResult_t srd_rma_net_flush(void *rctx, int context, void *mhandle, uint32_t rank, void **request);
+ncclResult_t srd_rma_net_test(void *coll, void *request, int *done);
+ncclResult_t srd_rma_net_progress(void *rctx);
+ncclResult_t srd_rma_net_last_error(void *rctx, int *has_error);
 
 #endif

@@ -50,6 +50,7 @@ typedef std::atomic<int> atomic_int;
 #define SRD_PENDING_REFUSALS 4 /* refusals in a row that end a pass over the pending comms: the provider is full */
 
 struct srd_comm;
+struct srd_rma_peer;
 
 enum srd_req_kind { SRD_REQ_SEND = 1, SRD_REQ_RECV, SRD_REQ_FLUSH };
 
@@ -224,6 +225,7 @@ struct srd_comm {
   struct srd_early_msg *early;
   int nearly;           /* messages on early */
   struct srd_comm *next_closed; /* on the device's list of closed comms */
+  struct srd_rma_peer *rma; /* the one-sided group's peer this comm carries (include/srd/rma.h), or NULL */
 };
 
 struct srd_send_comm {
@@ -303,6 +305,8 @@ struct srd_rail_ops {
   int (*link_down)(const struct srd_rail *rail);
   int (*flush_read)(struct srd_rail *rail, uint64_t raddr, uint64_t key, struct srd_op *op);
   bool (*peer_refused)(struct srd_rail *rail, fi_addr_t addr, uint64_t now_ms, uint64_t every_ms);
+  int (*read)(struct srd_rail *rail, int ep, void *dst, size_t len, void *desc, fi_addr_t src, uint64_t raddr,
+              uint64_t key, struct srd_op *op);
 };
 extern const struct srd_rail_ops srd_rail_ops_fabric;
 
@@ -404,7 +408,7 @@ struct srd_dev {
 /* Access classes of the registration cache: what a buffer is registered
  * for. A receive buffer is remotely writable; a send buffer is not reachable
  * from outside. */
-enum srd_mr_class { SRD_MR_SEND = 1, SRD_MR_RECV = 2 };
+enum srd_mr_class { SRD_MR_SEND = 1, SRD_MR_RECV = 2, SRD_MR_RMA = 4 };
 
 /* FI_* access of one rail's registration of a buffer of class cls on CUDA
  * device cuda_dev (-1: host memory), or 0 where that rail needs none. A host
@@ -417,6 +421,8 @@ enum srd_mr_class { SRD_MR_SEND = 1, SRD_MR_RECV = 2 };
  * source (sends_read: efa's emulated write, long-read protocol) registers
  * send buffers remotely readable too, and only there. */
 static inline uint64_t srd_mr_rail_access(unsigned cls, int cuda_dev, bool mr_local, bool flush, bool sends_read) {
+  /* A one-sided window: peers write and read it, we write and read from it. */
+  if (cls == SRD_MR_RMA) return FI_WRITE | FI_READ | FI_REMOTE_WRITE | FI_REMOTE_READ;
   if (cls == SRD_MR_SEND) return mr_local || cuda_dev >= 0 ? FI_WRITE | (sends_read ? FI_REMOTE_READ : 0) : 0;
   return FI_REMOTE_WRITE | (cuda_dev >= 0 && flush ? FI_REMOTE_READ : 0);
 }

@@ -271,6 +271,10 @@ int srd_rail_write(struct srd_rail *rail, int ep, const void *src, size_t len, v
  * -FI_EAGAIN: nothing was posted. */
 int srd_rail_flush_read(struct srd_rail *rail, uint64_t raddr, uint64_t key, struct srd_op *op);
 
+/* RMA read of [raddr, raddr+len) (key) at src into dst. -FI_EAGAIN: nothing
+ * was posted. */
+int srd_rail_read(struct srd_rail *rail, int ep, void *dst, size_t len, void *desc, fi_addr_t src, uint64_t raddr,
+                  uint64_t key, struct srd_op *op);
 /* Queue w (its fields filled in) for srd_rail_post_queued. Never fails. */
 void srd_rail_queue_write(struct srd_rail *rail, struct srd_rail_write *w);
 /* Post queued writes in order until the provider pushes back. Returns how

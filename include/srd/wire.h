@@ -59,6 +59,46 @@ static inline struct srd_imm srd_imm_unpack(uint32_t x) {
  * a stripe pair number past the last). Receivers use this one. */
 int srd_imm_decode(uint32_t x, struct srd_imm *v, const char **why);
 
+/* One-sided (RMA) writes carry another layout, told apart by stripe pair
+ * bits (26..28) all set, which a two-sided immediate never has (its pairs
+ * stop at 27): write id (16) | op sequence mod 128 (7, bits 16..22) |
+ * signal follows (1, bit 23) | stripe pair (5: bits 24..25 low, 29..31
+ * high). The write id names the target's receive comm of this peer (as in
+ * two-sided writes, told only to that peer); the sequence
+ * orders the peer's ops (DESIGN.md, "One-sided RMA"). */
+#define SRD_RMA_SEQ_BITS 7
+#define SRD_RMA_SEQ_WINDOW (1u << SRD_RMA_SEQ_BITS)
+#define SRD_IMM_RMA_MARK (7u << 26)
+
+struct srd_rma_imm {
+  uint32_t write_id;
+  uint32_t seq; /* mod SRD_RMA_SEQ_WINDOW */
+  uint32_t signal;
+  uint32_t nstripes;
+  uint32_t stripe;
+};
+
+static inline int srd_imm_is_rma(uint32_t x) { return (x & SRD_IMM_RMA_MARK) == SRD_IMM_RMA_MARK; }
+
+static inline uint32_t srd_rma_imm_pack(struct srd_rma_imm v) {
+  uint32_t pair = v.nstripes * (v.nstripes - 1) / 2 + v.stripe;
+  return (v.write_id & (SRD_MAX_COMMS - 1)) | (v.seq & (SRD_RMA_SEQ_WINDOW - 1)) << 16 | (v.signal & 1u) << 23 |
+         (pair & 3u) << 24 | SRD_IMM_RMA_MARK | (pair >> 2 & 7u) << 29;
+}
+
+/* 0, or -1 for a pair that names no stripe of a count up to
+ * SRD_MAX_STRIPES (forged). */
+static inline int srd_rma_imm_unpack(uint32_t x, struct srd_rma_imm *v) {
+  uint32_t pair = (x >> 24 & 3u) | (x >> 29 & 7u) << 2, n = 1;
+  while (n < SRD_MAX_STRIPES && pair >= n) pair -= n++;
+  v->write_id = x & (SRD_MAX_COMMS - 1);
+  v->seq = x >> 16 & (SRD_RMA_SEQ_WINDOW - 1);
+  v->signal = x >> 23 & 1u;
+  v->nstripes = n;
+  v->stripe = pair;
+  return pair < n ? 0 : -1;
+}
+
 /* The listen handle NCCL carries to the connecting side. */
 #define SRD_HANDLE_TRANSPORT_MAX 32 /* with its NUL */
 struct srd_handle {
@@ -87,6 +127,8 @@ enum srd_msg_type {
   SRD_MSG_RAIL,       /* either way: the sender's rail went down or came back */
   SRD_MSG_RTS,        /* sender -> receiver: a message that cannot go eagerly waits for seq's clear-to-send */
   SRD_MSG_PROBE,      /* either way: is a down rail usable again? answered on the rail it came by */
+  SRD_MSG_RMA_SIGNAL, /* RMA origin -> target: op seq's signal (and its stripe count) */
+  SRD_MSG_RMA_ACK,    /* RMA target -> origin: ops before seq are applied (flow control) */
 };
 
 struct srd_msg_peer { /* HELLO and ACCEPT */
@@ -156,6 +198,25 @@ struct srd_msg_rts {
   uint32_t seq;
 };
 
+/* The signal of RMA op seq: applied by the target once every stripe of the
+ * op (nstripes) and every earlier op of the peer has landed. window names
+ * one of the target's windows by its registration order. */
+struct srd_msg_rma_signal {
+  uint32_t seq;
+  uint8_t nstripes; /* 0: a signal alone */
+  uint8_t op;       /* SRD_RMA_SIGNAL_INC (adds 1) or _ADD (adds value) */
+  uint32_t window;
+  uint64_t offset;
+  uint64_t value;
+};
+
+#define SRD_RMA_SIGNAL_INC 1
+#define SRD_RMA_SIGNAL_ADD 2
+
+struct srd_msg_rma_ack {
+  uint32_t seq; /* the target applied every op before this one */
+};
+
 /* Every header carries the destination comm's token, a random number that
  * comm chose and told its peer in the hello or the answer (0 in a hello: the
  * listener's cookie stands for it). A message whose token is not its
@@ -173,6 +234,8 @@ struct srd_msg {
     struct srd_msg_rail rail;
     struct srd_msg_rts rts;
     struct srd_msg_probe probe;
+    struct srd_msg_rma_signal rma_signal;
+    struct srd_msg_rma_ack rma_ack;
   } u;
 };
 
@@ -191,6 +254,8 @@ size_t srd_msg_encode_bye(void *buf, size_t cap, uint32_t dst_comm, const struct
 size_t srd_msg_encode_rail(void *buf, size_t cap, uint32_t dst_comm, const struct srd_msg_rail *m);
 size_t srd_msg_encode_rts(void *buf, size_t cap, uint32_t dst_comm, uint32_t seq);
 size_t srd_msg_encode_probe(void *buf, size_t cap, uint32_t dst_comm, const struct srd_msg_probe *m);
+size_t srd_msg_encode_rma_signal(void *buf, size_t cap, uint32_t dst_comm, const struct srd_msg_rma_signal *m);
+size_t srd_msg_encode_rma_ack(void *buf, size_t cap, uint32_t dst_comm, uint32_t seq);
 
 /* Encoders write token 0; the sender stamps the peer's token into the
  * encoded message (srd_comm_send_ctrl). */

@@ -6,6 +6,7 @@
 
 #include "srd/comm.h"
 #include "srd/log.h"
+#include "srd/rma.h"
 #include "srd/sys.h"
 
 /* A legitimate peer sends a few clear-to-sends before our connect sees its
@@ -128,6 +129,13 @@ static void deliver(struct srd_comm *c, struct srd_rail *rail, fi_addr_t src, co
   case SRD_MSG_PROBE:
     srd_proto_on_probe(c, (int)(rail - c->dev->rails), src, &m.u.probe);
     break;
+  case SRD_MSG_RMA_SIGNAL:
+    if (!c->is_send && c->rma) srd_rma_on_signal(c, &m.u.rma_signal);
+    else SRD_WARN("comm %#x: RMA signal for a comm of no RMA group dropped", c->id);
+    break;
+  case SRD_MSG_RMA_ACK:
+    if (c->is_send && c->rma) srd_rma_on_ack(c, &m.u.rma_ack);
+    break;
   default:
     break;
   }
@@ -135,6 +143,17 @@ static void deliver(struct srd_comm *c, struct srd_rail *rail, fi_addr_t src, co
 
 static void on_remote_write(void *arg, struct srd_rail *rail, uint32_t imm, size_t len, fi_addr_t src) {
   struct srd_dev *dev = arg;
+  if (srd_imm_is_rma(imm)) {
+    struct srd_comm *c = dev->by_write_id[imm & (SRD_MAX_COMMS - 1)];
+    if (c && !c->is_send && c->ready && c->rma) {
+      c->last_heard_ms = srd_now_ms();
+      srd_rma_on_write(c, imm, len);
+    } else {
+      SRD_WARN_LIMITED(&dev->foreign_log, "rail %s: one-sided write for write id %#x, which names no ready RMA comm, dropped",
+                       rail->name, imm & (SRD_MAX_COMMS - 1));
+    }
+    return;
+  }
   struct srd_imm v;
   const char *why;
   if (srd_imm_decode(imm, &v, &why)) {

@@ -23,6 +23,11 @@ int srd_rail_write(struct srd_rail *rail, int ep, const void *src, size_t len, v
   return (int)fi_writemsg(rail->ep[ep], &msg, FI_REMOTE_CQ_DATA | FI_COMPLETION | FI_DELIVERY_COMPLETE);
 }
 
+int srd_rail_read(struct srd_rail *rail, int ep, void *dst, size_t len, void *desc, fi_addr_t src, uint64_t raddr,
+                  uint64_t key, struct srd_op *op) {
+  return (int)fi_read(rail->ep[ep], dst, len, desc, src, raddr, key, &op->fi_ctx);
+}
+
 void srd_rail_queue_write(struct srd_rail *rail, struct srd_rail_write *w) {
   w->next = NULL;
   pthread_mutex_lock(&rail->post_lock);

@@ -154,6 +154,9 @@ static void print_text(const struct info_report *r) {
   printf("  memory registration mode       %s\n", mr);
   printf("  data progress                  %s\n",
          c->data_progress_auto < 0 ? "unknown" : c->data_progress_auto ? "auto" : "manual");
+  const char *rma_why;
+  int rma = srd_param_rma_offered(&rma_why);
+  printf("  one-sided RMA (ncclRma v14)    %s: %s\n", rma ? "offered" : "not offered", rma_why);
 
   printf("\nsettings (NCCL_SRD_*)\n");
   for (int p = 0; p < SRD_PARAM_COUNT; p++) {

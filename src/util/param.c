@@ -70,6 +70,8 @@ static const struct srd_param_desc table[SRD_PARAM_COUNT] = {
     [SRD_PARAM_EFA_FABRIC] = {"NCCL_SRD_EFA_FABRIC", 1, 0, 0, 0,
                               "efa's fabric: efa (the provider's protocol: any EFA device, emulation where the "
                               "device lacks RDMA) or efa-direct (the device alone); every node must choose the same"},
+    [SRD_PARAM_RMA] = {"NCCL_SRD_RMA", 1, 0, 0, 0,
+                       "one-sided RMA for NCCL 2.30+: auto (where GPU windows work), 0 (off), host (host windows only)"},
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -150,4 +152,18 @@ void srd_param_reload(void) {
   pthread_mutex_lock(&lock);
   load_locked();
   pthread_mutex_unlock(&lock);
+}
+
+int srd_param_rma_offered(const char **why) {
+  const char *mode = srd_param_str(SRD_PARAM_RMA);
+  if (mode && strcmp(mode, "host") == 0) {
+    *why = "host windows only (NCCL_SRD_RMA=host)";
+    return 1;
+  }
+  /* NCCL registers its signal words in GPU memory; applying a signal there
+   * from the target is not built yet. */
+  *why = mode && strcmp(mode, "0") == 0 ? "off (NCCL_SRD_RMA=0)"
+                                        : "signals into GPU memory are not supported yet; NCCL_SRD_RMA=host offers "
+                                          "host windows only";
+  return 0;
 }

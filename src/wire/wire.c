@@ -219,6 +219,25 @@ int srd_imm_decode(uint32_t x, struct srd_imm *v, const char **why) {
   return 0;
 }
 
+size_t srd_msg_encode_rma_signal(void *buf, size_t cap, uint32_t dst_comm, const struct srd_msg_rma_signal *m) {
+  struct cur c = writer(buf, cap);
+  put_header(&c, SRD_MSG_RMA_SIGNAL, dst_comm);
+  put(&c, m->seq, 4);
+  put(&c, m->nstripes, 1);
+  put(&c, m->op, 1);
+  put(&c, m->window, 4);
+  put(&c, m->offset, 8);
+  put(&c, m->value, 8);
+  return written(&c, buf);
+}
+
+size_t srd_msg_encode_rma_ack(void *buf, size_t cap, uint32_t dst_comm, uint32_t seq) {
+  struct cur c = writer(buf, cap);
+  put_header(&c, SRD_MSG_RMA_ACK, dst_comm);
+  put(&c, seq, 4);
+  return written(&c, buf);
+}
+
 uint64_t srd_cts_key(const struct srd_msg_cts *cts, int entry, int rail) {
   /* Each entry record: addr (8), len (8), tag (4), then nkeys keys (8 each). */
   const uint8_t *p = cts->keys + (size_t)entry * (20 + (size_t)cts->nkeys * 8) + 20 + (size_t)rail * 8;
@@ -326,6 +345,22 @@ int srd_msg_decode(const void *buf, size_t len, struct srd_msg *m, const char **
   case SRD_MSG_RTS:
     m->u.rts.seq = (uint32_t)get(&c, 4);
     if (c.bad) return *why = "truncated request to send", -1;
+    break;
+  case SRD_MSG_RMA_SIGNAL:
+    m->u.rma_signal.seq = (uint32_t)get(&c, 4);
+    m->u.rma_signal.nstripes = (uint8_t)get(&c, 1);
+    m->u.rma_signal.op = (uint8_t)get(&c, 1);
+    m->u.rma_signal.window = (uint32_t)get(&c, 4);
+    m->u.rma_signal.offset = get(&c, 8);
+    m->u.rma_signal.value = get(&c, 8);
+    if (c.bad) return *why = "truncated RMA signal", -1;
+    if (m->u.rma_signal.nstripes > SRD_MAX_STRIPES || 
+        (m->u.rma_signal.op != SRD_RMA_SIGNAL_INC && m->u.rma_signal.op != SRD_RMA_SIGNAL_ADD))
+      return *why = "bad RMA signal", -1;
+    break;
+  case SRD_MSG_RMA_ACK:
+    m->u.rma_ack.seq = (uint32_t)get(&c, 4);
+    if (c.bad) return *why = "truncated RMA acknowledgement", -1;
     break;
   default:
     return *why = "unknown message type", -1;

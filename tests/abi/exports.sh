@@ -1,7 +1,9 @@
 #!/bin/sh
 # The plugin libraries export their NCCL tables and nothing else:
-# ncclNetPlugin_v8 .. _v12 must be there, and every defined dynamic symbol
-# must be an ncclNetPlugin_v* or ncclTunerPlugin_v* table. The tuner library,
+# ncclNetPlugin_v8 .. _v12 and ncclRmaPlugin_v14 must be there, and every
+# defined dynamic symbol must be an ncclNetPlugin_v*, ncclRmaPlugin_v* or
+# ncclTunerPlugin_v* table (never ncclGinPlugin_*: NCCL's own GIN proxy runs
+# on the RMA table). The tuner library,
 # when it is built, is held to the same rule. Neither has thread-local
 # storage: NCCL dlopens them, so a thread-local is dynamic TLS, reached through
 # __tls_get_addr on every access, and GCC 12's LeakSanitizer faults scanning it
@@ -24,7 +26,7 @@ exports() {
 
 check_only_tables() {
   lib=$1
-  extra=$(exports "$lib" | grep -Ev '^(ncclNetPlugin_v[0-9]+|ncclTunerPlugin_v[0-9]+)$')
+  extra=$(exports "$lib" | grep -Ev '^(ncclNetPlugin_v[0-9]+|ncclRmaPlugin_v[0-9]+|ncclTunerPlugin_v[0-9]+)$')
   if [ -n "$extra" ]; then
     fail "$lib exports symbols other than the plugin tables:"
     echo "$extra" | sed 's/^/  /'
@@ -49,6 +51,7 @@ command -v nm >/dev/null || { echo "FAIL: nm not found"; exit 1; }
 for v in 8 9 10 11 12; do
   exports "$net" | grep -qx "ncclNetPlugin_v$v" || fail "$net does not export ncclNetPlugin_v$v"
 done
+exports "$net" | grep -qx ncclRmaPlugin_v14 || fail "$net does not export ncclRmaPlugin_v14"
 check_only_tables "$net"
 check_no_tls "$net"
 

@@ -18,7 +18,7 @@ rank() { # module -> layer, higher calls lower
 
 header_module() { # srd/<name>.h -> the module it belongs to
   case $1 in
-  net | comm) echo comm ;; log | param | sys | err | cuda | stats) echo util ;; gdr) echo topo ;; *) echo "$1" ;;
+  net | comm) echo comm ;; rma) echo proto ;; log | param | sys | err | cuda | stats) echo util ;; gdr) echo topo ;; *) echo "$1" ;;
   esac
 }
 

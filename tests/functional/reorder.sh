@@ -9,7 +9,8 @@ NCCL_SRD_TEST_REORDER=1
 export NCCL_SRD_TEST_REORDER
 providers="${1:-}"
 status=0
-for run in "sizes sizes" "groups grouped-recv" "inflight inflight-32" "inflight comms-72"; do
+for run in "sizes sizes" "groups grouped-recv" "inflight inflight-32" "inflight comms-72" "rma ordering" \
+  "rma ordering-4"; do
   set -- $run
   echo "== $1 $2 with NCCL_SRD_TEST_REORDER=1"
   "$dir/$1" "$providers" "$2" || status=1

@@ -121,6 +121,8 @@ static void logger(ncclDebugLogLevel level, unsigned long flags, const char *fil
 
 int st_warn_count(void) { return atomic_load(&warnings); }
 
+ncclDebugLogger_t st_logger(void) { return logger; }
+
 void st_net_load(int v) {
   ST_CHECK(v >= 8 && v <= 12, "no adapter for ncclNet v%d", v);
   table.any = st_plugin_table(v);

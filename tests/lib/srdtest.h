@@ -89,6 +89,8 @@ ncclResult_t st_net_close_send(void *send_comm);
 ncclResult_t st_net_close_recv(void *recv_comm);
 ncclResult_t st_net_close_listen(void *listen_comm);
 
+/* The logger st_net_load gives the plugin (for other tables of it: ncclRma). */
+ncclDebugLogger_t st_logger(void);
 /* Warnings the plugin logged through our logger since load. */
 int st_warn_count(void);
 /* How many of the plugin's last 256 log lines (every level, whatever

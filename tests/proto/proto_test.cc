@@ -148,7 +148,7 @@ bool peer_refused(srd_rail *, fi_addr_t, uint64_t, uint64_t) { return g.listener
 
 const srd_rail_ops kFake = {av_insert, av_remove, get_send_buf, put_send_buf, send,      write,      queue_write,
                             mr_desc,   mr_key,    reg,          mr_close,     poll,      link_down, flush_read,
-                            peer_refused};
+                            peer_refused, nullptr};
 
 // Addresses: a comm's peer address is the index of the peer's device, plus
 // twice any k (another AV entry of that device: another peer to the

@@ -827,6 +827,14 @@ void expect_canonical(const std::vector<uint8_t> &bytes, size_t len, const struc
     ASSERT_LE(m.u.probe.answer, 1);
     n = srd_msg_encode_probe(again.data(), again.size(), m.dst_comm, &m.u.probe);
     break;
+  case SRD_MSG_RMA_SIGNAL:
+    ASSERT_LE(m.u.rma_signal.nstripes, SRD_MAX_STRIPES);
+    ASSERT_TRUE(m.u.rma_signal.op == SRD_RMA_SIGNAL_INC || m.u.rma_signal.op == SRD_RMA_SIGNAL_ADD);
+    n = srd_msg_encode_rma_signal(again.data(), again.size(), m.dst_comm, &m.u.rma_signal);
+    break;
+  case SRD_MSG_RMA_ACK:
+    n = srd_msg_encode_rma_ack(again.data(), again.size(), m.dst_comm, m.u.rma_ack.seq);
+    break;
   default:
     FAIL() << "accepted unknown type " << static_cast<int>(m.type);
   }
@@ -904,3 +912,67 @@ TEST(Msg, MutatedValidMessagesNeverCrash) {
 }
 
 }  // namespace
+
+TEST(RmaImm, RoundTripEveryStripeAndSequence) {
+  for (uint32_t seq = 0; seq < SRD_RMA_SEQ_WINDOW; seq++)
+    for (uint32_t ns = 1; ns <= SRD_MAX_STRIPES; ns++)
+      for (uint32_t stripe = 0; stripe < ns; stripe++)
+        for (uint32_t sig = 0; sig < 2; sig++) {
+          const uint32_t ci = (seq * 2654435761u) & (SRD_MAX_COMMS - 1);
+          uint32_t x = srd_rma_imm_pack({ci, seq, sig, ns, stripe});
+          ASSERT_TRUE(srd_imm_is_rma(x));
+          struct srd_rma_imm u;
+          ASSERT_EQ(0, srd_rma_imm_unpack(x, &u));
+          ASSERT_EQ(ci, u.write_id);
+          ASSERT_EQ(seq, u.seq);
+          ASSERT_EQ(sig, u.signal);
+          ASSERT_EQ(ns, u.nstripes);
+          ASSERT_EQ(stripe, u.stripe);
+        }
+}
+
+TEST(RmaImm, TwoSidedImmediatesAreNeverRma) {
+  for (uint32_t ns = 1; ns <= SRD_MAX_STRIPES; ns++)
+    for (uint32_t stripe = 0; stripe < ns; stripe++)
+      for (uint32_t entry = 0; entry < SRD_MAX_RECVS; entry++)
+        ASSERT_FALSE(srd_imm_is_rma(srd_imm_pack({SRD_MAX_COMMS - 1, SRD_IMM_SLOT_MASK, ns, stripe, entry})));
+}
+
+TEST(RmaImm, SpareStripeNumbersAreRejected) {
+  // Pairs 28..31 name no stripe of a count up to 7: a forged immediate.
+  for (uint32_t pair = 28; pair < 32; pair++) {
+    uint32_t x = SRD_IMM_RMA_MARK | (pair & 3u) << 24 | (pair >> 2) << 29;
+    struct srd_rma_imm u;
+    EXPECT_EQ(-1, srd_rma_imm_unpack(x, &u)) << pair;
+  }
+}
+
+TEST(Msg, RmaSignalAndAckRoundTrip) {
+  uint8_t buf[256];
+  struct srd_msg_rma_signal s = {0xfffffff0u, 7, SRD_RMA_SIGNAL_ADD, 3, 4096, 0x0123456789abcdefull};
+  size_t n = srd_msg_encode_rma_signal(buf, sizeof buf, 0x10002, &s);
+  ASSERT_GT(n, 0u);
+  struct srd_msg m;
+  const char *why = nullptr;
+  ASSERT_EQ(0, srd_msg_decode(buf, n, &m, &why)) << why;
+  EXPECT_EQ(SRD_MSG_RMA_SIGNAL, m.type);
+  EXPECT_EQ(0x10002u, m.dst_comm);
+  EXPECT_EQ(s.seq, m.u.rma_signal.seq);
+  EXPECT_EQ(s.nstripes, m.u.rma_signal.nstripes);
+  EXPECT_EQ(s.op, m.u.rma_signal.op);
+  EXPECT_EQ(s.window, m.u.rma_signal.window);
+  EXPECT_EQ(s.offset, m.u.rma_signal.offset);
+  EXPECT_EQ(s.value, m.u.rma_signal.value);
+  s.op = 3;
+  n = srd_msg_encode_rma_signal(buf, sizeof buf, 1, &s);
+  EXPECT_EQ(-1, srd_msg_decode(buf, n, &m, &why));
+  s.op = SRD_RMA_SIGNAL_INC;
+  s.nstripes = SRD_MAX_STRIPES + 1;
+  n = srd_msg_encode_rma_signal(buf, sizeof buf, 1, &s);
+  EXPECT_EQ(-1, srd_msg_decode(buf, n, &m, &why));
+  n = srd_msg_encode_rma_ack(buf, sizeof buf, 5, 77);
+  ASSERT_EQ(0, srd_msg_decode(buf, n, &m, &why)) << why;
+  EXPECT_EQ(SRD_MSG_RMA_ACK, m.type);
+  EXPECT_EQ(77u, m.u.rma_ack.seq);
+  for (size_t k = 0; k < n; k++) EXPECT_EQ(-1, srd_msg_decode(buf, k, &m, &why)) << k;
+}
