@@ -232,8 +232,9 @@ static void check_gdr(const struct info_report *r, int expect, struct info_check
   info_peermem(loaded, sizeof(loaded));
   int ngpus = r->grouped ? r->topo.ngpus : 0, dmabuf = 0;
   for (int g = 0; r->grouped && g < r->topo.ngroups; g++) dmabuf |= r->gdr[g].dmabuf;
-  /* A NIC that writes GPU memory itself needs dma-buf or a peermem module. */
-  int nic_writes = r->discovered && !srd_gdr_provider_copies(r->nics.provider);
+  /* A NIC that writes GPU memory itself (efa, also when expected but not
+   * chosen) needs dma-buf or a peermem module. */
+  int nic_writes = (expect & INFO_EXPECT_EFA) || (r->discovered && !srd_gdr_provider_copies(r->nics.provider));
   enum info_verdict v = INFO_OK;
   if (!loaded[0] && !dmabuf && nic_writes && ngpus > 0) v = (expect & INFO_EXPECT_GDR) ? INFO_FAIL : INFO_WARN;
   add(o, v, "peermem", "%s%s", loaded[0] ? loaded : "none of efa_nv_peermem, nvidia_peermem, nv_peer_mem loaded",
