@@ -127,6 +127,8 @@ SRD_TOOL_CHECKS = tests/tools/srd-info.sh tests/tools/srd-perf-raw.sh tests/tool
 	tests/tools/srd-info-doctor.sh tests/tools/srd-info-agree.sh
 TESTS += $(SRD_TOOL_CHECKS)
 EXTRA_DIST += $(SRD_TOOL_CHECKS) tests/tools/json_check.sh tests/tools/benchmarks.sh
+# The packages (make deb) installed into a clean root: run by .ci/run.
+EXTRA_DIST += tests/pkg/installed.sh
 
 # ---------- not run by make check ----------
 
