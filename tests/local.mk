@@ -129,6 +129,9 @@ TESTS += $(SRD_TOOL_CHECKS)
 EXTRA_DIST += $(SRD_TOOL_CHECKS) tests/tools/json_check.sh tests/tools/benchmarks.sh
 # The packages (make deb) installed into a clean root: run by .ci/run.
 EXTRA_DIST += tests/pkg/installed.sh
+# doc/aws.md's examples (MPIJob YAML, Dockerfile) parse.
+TESTS += tests/doc/aws-examples.sh
+EXTRA_DIST += tests/doc/aws-examples.sh tests/doc/aws_examples.py
 
 # ---------- not run by make check ----------
 
