@@ -10,7 +10,7 @@
 #     their shared plumbing: the version adapter, forked process groups with
 #     an out-of-band channel, data patterns, the captured plugin log;
 #   tests/mutation
-#     the planted-bug check (run by hand, not by make check: see README).
+#     the planted-bug check (run by hand, not by make check: see CONTRIBUTING.md).
 # Each functional program runs over tcp;ofi_rxm and shm (argument 1 or
 # SRD_TEST_PROVIDERS picks others, comma-separated; argument 2 one case).
 # Scripts exit 77 (skipped) where they cannot run (no root, no namespaces).
@@ -135,7 +135,7 @@ EXTRA_DIST += tests/doc/aws-examples.sh tests/doc/aws_examples.py
 
 # ---------- not run by make check ----------
 
-# On a GPU machine with NCCL (README, Tests); topologies for the grouping tests
+# On a GPU machine with NCCL (CONTRIBUTING.md); topologies for the grouping tests
 # are written by make_topologies.py; the planted-bug check.
 SRD_TOPO_XML = tests/topo/p5.xml tests/topo/p4d.xml tests/topo/single.xml tests/topo/cross-numa.xml \
 	tests/topo/shared-switch.xml tests/topo/no-gpu.xml tests/topo/mixed.xml
