@@ -1,6 +1,5 @@
 #include "info_doctor.h"
 
-#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -114,7 +113,7 @@ static int efa_relevant(const struct info_report *r, int expect) {
 /* What a build against these headers can do with GPU memory on efa. */
 static void check_libfabric(const struct info_report *r, int expect, struct info_checks *o) {
   unsigned major = FI_MAJOR(r->fi_runtime), minor = FI_MINOR(r->fi_runtime);
-  if (major < SRD_FI_MIN_MAJOR || (major == SRD_FI_MIN_MAJOR && minor < SRD_FI_MIN_MINOR))
+  if (info_fi_too_old(r))
     add(o, INFO_FAIL, "libfabric", "%u.%u is older than %d.%d, the oldest supported", major, minor, SRD_FI_MIN_MAJOR,
         SRD_FI_MIN_MINOR);
   else

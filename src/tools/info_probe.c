@@ -121,11 +121,16 @@ static void check_gpu_locality(struct info_report *r) {
   }
 }
 
+/* The one minimum (configure's, from m4/srd_libfabric.m4): a binary can
+ * still meet an older library at run time. */
+int info_fi_too_old(const struct info_report *r) {
+  unsigned major = FI_MAJOR(r->fi_runtime), minor = FI_MINOR(r->fi_runtime);
+  return major < SRD_FI_MIN_MAJOR || (major == SRD_FI_MIN_MAJOR && minor < SRD_FI_MIN_MINOR);
+}
+
 static void check_warnings(struct info_report *r) {
   unsigned major = FI_MAJOR(r->fi_runtime), minor = FI_MINOR(r->fi_runtime);
-  /* The one minimum (configure's, from m4/srd_libfabric.m4): a binary can
-   * still meet an older library at run time. */
-  if (major < SRD_FI_MIN_MAJOR || (major == SRD_FI_MIN_MAJOR && minor < SRD_FI_MIN_MINOR))
+  if (info_fi_too_old(r))
     warn(r, "libfabric %u.%u is older than %d.%d, the oldest nccl-srd supports (the oldest release CI tests)", major,
          minor, SRD_FI_MIN_MAJOR, SRD_FI_MIN_MINOR);
   check_efa_without_rdma(r);

@@ -55,5 +55,7 @@ void info_release(struct info_report *r);
 /* The plugin would start: the provider chose one and listed at least one
  * NIC, and init would not fail. */
 int info_usable(const struct info_report *r);
+/* The libfabric in use is older than the oldest supported. */
+int info_fi_too_old(const struct info_report *r);
 
 #endif
