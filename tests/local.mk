@@ -10,7 +10,7 @@
 #     their shared plumbing: the version adapter, forked process groups with
 #     an out-of-band channel, data patterns, the captured plugin log;
 #   tests/mutation
-#     the planted-bug check (run by hand, not by make check: see README).
+#     the planted-bug check (run by hand, not by make check: see CONTRIBUTING.md).
 # Each functional program runs over tcp;ofi_rxm and shm (argument 1 or
 # SRD_TEST_PROVIDERS picks others, comma-separated; argument 2 one case).
 # Scripts exit 77 (skipped) where they cannot run (no root, no namespaces).
@@ -138,7 +138,7 @@ check_PROGRAMS += tests/tools/json_validate
 tests_tools_json_validate_SOURCES = tests/tools/json_validate.cc
 SRD_TOOL_CHECKS = tests/tools/srd-info.sh tests/tools/srd-perf-raw.sh tests/tools/srd-perf-plugin.sh \
 	tests/tools/srd-perf-errors.sh tests/tools/srd-info-gdr.sh tests/tools/srd-perf-cuda.sh \
-	tests/tools/srd-perf-corrupt.sh
+	tests/tools/srd-perf-corrupt.sh tests/tools/srd-info-doctor.sh tests/tools/srd-info-agree.sh
 # A plugin wrapping ours that corrupts what it receives (srd-perf-corrupt.sh).
 check_LTLIBRARIES = tests/tools/libsrd-corrupt.la
 tests_tools_libsrd_corrupt_la_SOURCES = tests/tools/corrupt_plugin.c
@@ -146,10 +146,15 @@ tests_tools_libsrd_corrupt_la_LDFLAGS = -module -avoid-version -shared -rpath $(
 tests_tools_libsrd_corrupt_la_LIBADD = -ldl -lpthread
 TESTS += $(SRD_TOOL_CHECKS)
 EXTRA_DIST += $(SRD_TOOL_CHECKS) tests/tools/json_check.sh tests/tools/benchmarks.sh
+# The packages (make deb) installed into a clean root: run by .ci/run.
+EXTRA_DIST += tests/pkg/installed.sh
+# doc/aws.md's examples (MPIJob YAML, Dockerfile) parse.
+TESTS += tests/doc/aws-examples.sh
+EXTRA_DIST += tests/doc/aws-examples.sh tests/doc/aws_examples.py
 
 # ---------- not run by make check ----------
 
-# On a GPU machine with NCCL (README, Tests); topologies for the grouping tests
+# On a GPU machine with NCCL (CONTRIBUTING.md); topologies for the grouping tests
 # are written by make_topologies.py; the planted-bug check.
 SRD_TOPO_XML = tests/topo/p5.xml tests/topo/p4d.xml tests/topo/single.xml tests/topo/cross-numa.xml \
 	tests/topo/shared-switch.xml tests/topo/no-gpu.xml tests/topo/mixed.xml

@@ -4,6 +4,7 @@
 #ifndef SRD_PARAM_H
 #define SRD_PARAM_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 enum srd_param {
@@ -46,6 +47,13 @@ const struct srd_param_desc *srd_param_info(enum srd_param p);
 int64_t srd_param_int(enum srd_param p);
 /* NULL when unset or empty. */
 const char *srd_param_str(enum srd_param p);
+/* The one validation of every variable, shared by the plugin (which warns and
+ * uses the default) and srd-info: 0 when VALUE (unset or empty included) is
+ * accepted for P; else WHY completes "NAME=VALUE ..." ("is out of range
+ * [10, 600000]"). A rejected NCCL_SRD_GDR or NCCL_SRD_TOPO_FILE reads as unset. */
+int srd_param_check(enum srd_param p, const char *value, char *why, size_t len);
+/* What is in force while P is unset or rejected: "8192", "auto", ... */
+void srd_param_default_text(enum srd_param p, char *buf, size_t len);
 /* Re-read the environment (tests and tools only). */
 void srd_param_reload(void);
 /* The one parser of scaled numbers: decimal (or hex with 0x) with an optional

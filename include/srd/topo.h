@@ -99,6 +99,9 @@ int srd_topo_group(const struct srd_nic_list *nics, const char *xml_path, int ma
 /* One device of every NIC (up to max_rails, 0: no cap), without a topology:
  * what srd_topo_group falls back to, and its caller when it fails. */
 void srd_topo_group_all(const struct srd_nic_list *nics, int max_rails, struct srd_topo *out, const char *why);
+/* srd_topo_group on the live machine (or NCCL_SRD_TOPO_FILE), else, warned
+ * about, srd_topo_group_all: what the plugin, srd-info and srd-perf run on. */
+void srd_topo_group_or_all(const struct srd_nic_list *nics, int max_rails, struct srd_topo *out);
 
 /* Ask an efa endpoint for 128-byte ordered writes (src/topo/efa.c): 1 granted,
  * 0 refused, -1 when built without the option. */
@@ -159,5 +162,8 @@ void srd_efa_check_process(void);
 /* Provider choice behind srd_topo_discover: *infos gets every RDM domain of
  * the chosen provider with the capabilities the data path needs. */
 int srd_fabric_choose(struct fi_info **infos, char *provider, size_t provider_len, char *reason, size_t reason_len);
+
+/* 1 when libfabric's FI_PROVIDER filter leaves provider out (why names it). */
+int srd_fabric_filtered(const char *provider, char *why, size_t len);
 
 #endif

@@ -41,10 +41,7 @@ static void enter_dev(struct srd_dev *dev, bool kick) {
 static int setup_devices(void) {
   if (srd_topo_discover(&g.nics)) return SRD_ERR_SYSTEM;
   int cap = (int)srd_param_int(SRD_PARAM_RAILS);
-  if (srd_topo_group(&g.nics, NULL, cap, &g.topo) || g.topo.ngroups == 0) {
-    SRD_WARN("NIC grouping failed; one device holds every NIC");
-    srd_topo_group_all(&g.nics, cap, &g.topo, "grouping failed: one device holds every NIC");
-  }
+  srd_topo_group_or_all(&g.nics, cap, &g.topo);
   g.devs = calloc((size_t)g.topo.ngroups, sizeof(*g.devs));
   if (!g.devs) return SRD_ERR_SYSTEM;
   for (int d = 0; d < g.topo.ngroups; d++) {

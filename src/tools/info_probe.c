@@ -14,6 +14,8 @@
 #include <rdma/fi_ext.h>
 
 #include "config.h"
+#include "info_doctor.h"
+#include "srd/log.h"
 #include "srd/param.h"
 
 __attribute__((format(printf, 2, 3))) static void warn(struct info_report *r, const char *fmt, ...) {
@@ -121,17 +123,16 @@ static void check_gpu_locality(struct info_report *r) {
   }
 }
 
-static int module_loaded(const char *name) {
-  char path[128];
-  snprintf(path, sizeof(path), "/sys/module/%s", name);
-  return access(path, F_OK) == 0;
+/* The one minimum (configure's, from m4/srd_libfabric.m4): a binary can
+ * still meet an older library at run time. */
+int info_fi_too_old(const struct info_report *r) {
+  unsigned major = FI_MAJOR(r->fi_runtime), minor = FI_MINOR(r->fi_runtime);
+  return major < SRD_FI_MIN_MAJOR || (major == SRD_FI_MIN_MAJOR && minor < SRD_FI_MIN_MINOR);
 }
 
 static void check_warnings(struct info_report *r) {
   unsigned major = FI_MAJOR(r->fi_runtime), minor = FI_MINOR(r->fi_runtime);
-  /* The one minimum (configure's, from m4/srd_libfabric.m4): a binary can
-   * still meet an older library at run time. */
-  if (major < SRD_FI_MIN_MAJOR || (major == SRD_FI_MIN_MAJOR && minor < SRD_FI_MIN_MINOR))
+  if (info_fi_too_old(r))
     warn(r, "libfabric %u.%u is older than %d.%d, the oldest nccl-srd supports (the oldest release CI tests)", major,
          minor, SRD_FI_MIN_MAJOR, SRD_FI_MIN_MINOR);
   check_efa_without_rdma(r);
@@ -156,25 +157,45 @@ static void check_warnings(struct info_report *r) {
   }
 }
 
+/* The plugin's own warnings, in its words: srd-info runs the plugin's code
+ * (variables, provider, topology, GPU memory) and shows what it would log. */
+static struct info_report *capturing;
+
+static void capture(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt, ...) {
+  (void)flags, (void)file, (void)line;
+  if (level != NCCL_LOG_WARN || !capturing) return;
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  const char *prefix = "NET/SRD ";
+  warn(capturing, "%s", strncmp(msg, prefix, strlen(prefix)) ? msg : msg + strlen(prefix));
+}
+
 void info_gather(struct info_report *r) {
   memset(r, 0, sizeof(*r));
+  capturing = r;
+  srd_log_set_logger(capture);
+  srd_param_reload();
   r->fi_runtime = fi_version();
   r->fi_built = SRD_FI_BUILT_VERSION;
   r->fi_api = srd_fi_api_version();
   list_providers(r);
   r->discovered = srd_topo_discover(&r->nics) == 0;
-  if (r->discovered) srd_transport_name(r->nics.nics[0].info, r->transport, sizeof(r->transport));
-  if (r->discovered)
-    r->grouped = srd_topo_group(&r->nics, NULL, (int)srd_param_int(SRD_PARAM_RAILS), &r->topo) == 0;
-  r->gpu_peer_mem = module_loaded("nvidia_peermem") || module_loaded("nv_peer_mem");
-  int mode = srd_gdr_mode();
-  for (int g = 0; r->grouped && g < r->topo.ngroups; g++) {
-    struct srd_gdr_inputs in;
-    srd_gdr_gather(&r->nics, &r->topo.groups[g], mode, &in);
-    srd_gdr_decide(&in, &r->gdr[g]);
+  if (r->discovered) {
+    srd_transport_name(r->nics.nics[0].info, r->transport, sizeof(r->transport));
+    srd_topo_group_or_all(&r->nics, (int)srd_param_int(SRD_PARAM_RAILS), &r->topo);
+    r->grouped = 1;
   }
+  char loaded[96];
+  r->gpu_peer_mem = info_peermem(loaded, sizeof(loaded));
+  for (int g = 0; r->grouped && g < r->topo.ngroups; g++)
+    r->init_fails |= srd_gdr_device(&r->nics, &r->topo.groups[g], g, &r->gdr[g]) != 0;
   probe_caps(r);
   check_warnings(r);
+  srd_log_set_logger(NULL);
+  capturing = NULL;
 }
 
 void info_release(struct info_report *r) {
@@ -182,4 +203,4 @@ void info_release(struct info_report *r) {
   r->discovered = 0;
 }
 
-int info_usable(const struct info_report *r) { return r->discovered && r->nics.n > 0; }
+int info_usable(const struct info_report *r) { return r->discovered && r->nics.n > 0 && !r->init_fails; }

@@ -47,16 +47,20 @@ struct info_report {
   int grouped;
   struct srd_topo topo;
   struct info_caps caps;
-  int gpu_peer_mem; /* nvidia-peermem (or nv_peer_mem) kernel module loaded */
+  int gpu_peer_mem; /* efa_nv_peermem, nvidia_peermem or nv_peer_mem loaded */
+  int init_fails;   /* the plugin's init would fail (NCCL_SRD_GDR=1 without GPU memory) */
   struct srd_gdr_decision gdr[SRD_MAX_GPUS]; /* per device (topo.groups), when grouped */
   int nwarnings;
-  char warnings[INFO_MAX_WARNINGS][448];
+  char warnings[INFO_MAX_WARNINGS][512];
 };
 
 /* Fills *r; never fails as a whole: what cannot be found is reported. */
 void info_gather(struct info_report *r);
 void info_release(struct info_report *r);
-/* A NIC is usable: the provider chose one and listed at least one NIC. */
+/* The plugin would start: the provider chose one and listed at least one
+ * NIC, and init would not fail. */
 int info_usable(const struct info_report *r);
+/* The libfabric in use is older than the oldest supported. */
+int info_fi_too_old(const struct info_report *r);
 
 #endif

@@ -13,5 +13,6 @@ srd_perf_SOURCES = src/tools/srd_perf.c src/tools/perf_bench.c src/tools/perf_be
 	src/tools/perf_raw.h src/tools/perf_raw_comm.c \
 	src/tools/perf_report.c src/tools/perf_report.h src/tools/perf_transport.h src/tools/perf_mem.c src/tools/perf_mem.h
 srd_perf_LDADD = $(SRD_TOOL_LIBS)
-srd_info_SOURCES = src/tools/srd_info.c src/tools/info_probe.c src/tools/info_probe.h
+srd_info_SOURCES = src/tools/srd_info.c src/tools/info_probe.c src/tools/info_probe.h src/tools/info_doctor.c \
+	src/tools/info_doctor.h
 srd_info_LDADD = $(SRD_TOOL_LIBS)

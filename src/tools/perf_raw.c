@@ -373,7 +373,11 @@ struct perf_transport *perf_raw_open(int dev, int cuda) {
   }
   struct srd_topo *topo = calloc(1, sizeof(*topo));
   struct raw *r = calloc(1, sizeof(*r));
-  if (!topo || !r || srd_topo_group(&nics, NULL, (int)srd_param_int(SRD_PARAM_RAILS), topo)) goto fail;
+  if (!topo || !r) {
+    perf_error("raw: out of memory");
+    goto fail;
+  }
+  srd_topo_group_or_all(&nics, (int)srd_param_int(SRD_PARAM_RAILS), topo);
   if (dev >= topo->ngroups) {
     perf_error("raw: --dev %d: there are %d NIC groups", dev, topo->ngroups);
     goto fail;

@@ -7,15 +7,21 @@
 #include <string.h>
 
 #include "config.h"
+#include "info_doctor.h"
 #include "info_probe.h"
 #include "json_writer.h"
 #include "srd/param.h"
 
 static const char usage[] =
-    "Usage: srd-info [--json] [-h|--help]\n"
+    "Usage: srd-info [--json] [--check] [--expect efa|gdr]... [-h|--help]\n"
     "Show the libfabric in use, the provider and NICs the SRD plugin chooses and why, how the NICs group\n"
     "around GPUs into NCCL devices, the provider's capabilities, the NCCL_SRD_* settings in force, and\n"
-    "warnings about what would break or slow a job. Exits 1 when no usable NIC exists.\n";
+    "warnings about what would break or slow a job. Exits 1 when the plugin would not start here.\n"
+    "  --check        check this machine instead: one line per check (ok, warn, FAIL and why); exits 1\n"
+    "                 when any check fails\n"
+    "  --expect efa   (implies --check) fail unless efa is chosen, with what efa needs (memlock, huge\n"
+    "                 pages, /dev/infiniband)\n"
+    "  --expect gdr   (implies --check) fail unless every device offers GPU memory, with why not\n";
 
 static const char *yes_no(int v) { return v < 0 ? "unknown" : v ? "yes" : "no"; }
 static const char *protocol_text(int ok) { return ok < 0 ? "unknown" : ok ? "allowed" : "unsafe: the tuner never picks it"; }
@@ -42,26 +48,20 @@ static void mr_mode_text(uint64_t mode, char *buf, size_t len) {
 }
 
 /* *state: 0 unset, 1 set and in force, -1 set but rejected (the default is
- * in force; the plugin warns the same way). */
-static void param_value(enum srd_param p, char *buf, size_t len, int *state) {
+ * in force; the plugin warns with the same words, srd_param_check). */
+static void param_value(enum srd_param p, char *buf, size_t len, int *state, char *why, size_t why_len) {
   const struct srd_param_desc *d = srd_param_info(p);
   const char *env = getenv(d->name);
-  *state = env && *env ? 1 : 0;
-  if (d->is_string) {
-    const char *v = srd_param_str(p);
-    snprintf(buf, len, "%s", v ? v : "");
-    return;
-  }
-  int64_t n;
-  if (*state && (srd_param_parse_int(env, &n) || n < d->min || n > d->max)) *state = -1;
-  snprintf(buf, len, "%lld", (long long)srd_param_int(p));
+  *state = !env || !*env ? 0 : srd_param_check(p, env, why, why_len) ? -1 : 1;
+  if (d->is_string) snprintf(buf, len, "%s", srd_param_str(p) ? srd_param_str(p) : "");
+  else snprintf(buf, len, "%lld", (long long)srd_param_int(p));
 }
 
-static const char *param_state_text(const struct srd_param_desc *d, int state, char *buf, size_t len) {
+static const char *param_state_text(const struct srd_param_desc *d, int state, const char *why, char *buf,
+                                    size_t len) {
   if (state == 0) return "(default)";
   if (state == 1) return "(set)";
-  snprintf(buf, len, "(invalid %s=%s: not in [%lld, %lld]; default in force)", d->name, getenv(d->name),
-           (long long)d->min, (long long)d->max);
+  snprintf(buf, len, "(invalid %s=%s: %s; default in force)", d->name, getenv(d->name), why);
   return buf;
 }
 
@@ -161,10 +161,11 @@ static void print_text(const struct info_report *r) {
   printf("\nsettings (NCCL_SRD_*)\n");
   for (int p = 0; p < SRD_PARAM_COUNT; p++) {
     const struct srd_param_desc *d = srd_param_info((enum srd_param)p);
-    char v[256], state_text[512];
+    char v[256], why[160], state_text[512];
     int state;
-    param_value((enum srd_param)p, v, sizeof(v), &state);
-    printf("  %-28s %-12s %s\n", d->name, v[0] ? v : "(unset)", param_state_text(d, state, state_text, sizeof(state_text)));
+    param_value((enum srd_param)p, v, sizeof(v), &state, why, sizeof(why));
+    printf("  %-28s %-12s %s\n", d->name, v[0] ? v : "(unset)",
+           param_state_text(d, state, why, state_text, sizeof(state_text)));
   }
 
   printf("\n");
@@ -259,14 +260,16 @@ static int print_json(const struct info_report *r) {
   json_begin_array(&w, "settings");
   for (int p = 0; p < SRD_PARAM_COUNT; p++) {
     const struct srd_param_desc *d = srd_param_info((enum srd_param)p);
+    char why[160];
     int state;
-    param_value((enum srd_param)p, buf, sizeof(buf), &state);
+    param_value((enum srd_param)p, buf, sizeof(buf), &state, why, sizeof(why));
     json_begin_object(&w, NULL);
     json_string(&w, "name", d->name);
     if (d->is_string) json_string(&w, "value", buf[0] ? buf : NULL);
     else json_int(&w, "value", srd_param_int((enum srd_param)p));
     json_bool(&w, "set", state != 0);
     json_bool(&w, "valid", state >= 0);
+    if (state < 0) json_string(&w, "invalid_reason", why);
     json_string(&w, "doc", d->doc);
     json_end_object(&w);
   }
@@ -279,24 +282,74 @@ static int print_json(const struct info_report *r) {
   return json_finish(&w);
 }
 
+static void print_checks(const struct info_checks *c) {
+  for (int i = 0; i < c->n; i++)
+    printf("%-4s  %-15s %s\n", info_verdict_name(c->c[i].verdict), c->c[i].name, c->c[i].text);
+  printf("srd-info --check: %d of %d check(s) failed\n", c->failed, c->n);
+}
+
+static void json_checks(struct json_writer *w, const struct info_checks *c) {
+  json_begin_array(w, "checks");
+  for (int i = 0; i < c->n; i++) {
+    json_begin_object(w, NULL);
+    json_string(w, "verdict", info_verdict_name(c->c[i].verdict));
+    json_string(w, "name", c->c[i].name);
+    json_string(w, "text", c->c[i].text);
+    json_end_object(w);
+  }
+  json_end_array(w);
+  json_uint(w, "failed", (uint64_t)c->failed);
+}
+
+static int expectation(const char *what) {
+  return !strcmp(what, "efa") ? INFO_EXPECT_EFA : !strcmp(what, "gdr") ? INFO_EXPECT_GDR : 0;
+}
+
 int main(int argc, char **argv) {
-  int json = 0;
+  int json = 0, check = 0, expect = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--json")) json = 1;
+    else if (!strcmp(argv[i], "--check")) check = 1;
+    else if (!strcmp(argv[i], "--expect") && i + 1 < argc && expectation(argv[i + 1]))
+      check = 1, expect |= expectation(argv[++i]);
     else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
       fputs(usage, stdout);
       return 0;
     } else {
-      fprintf(stderr, "srd-info: unknown option '%s' (see --help)\n", argv[i]);
+      fprintf(stderr, "srd-info: unknown option '%s'%s (see --help)\n", argv[i],
+              !strcmp(argv[i], "--expect") ? " (--expect takes efa or gdr)" : "");
       return 2;
     }
   }
   struct info_report *r = malloc(sizeof(*r));
-  if (!r) return 1;
+  struct info_checks *c = check ? malloc(sizeof(*c)) : NULL;
+  if (!r || (check && !c)) {
+    free(r);
+    fprintf(stderr, "srd-info: out of memory\n");
+    return 1;
+  }
   info_gather(r);
-  int rc = json ? print_json(r) : (print_text(r), 0);
-  int usable = info_usable(r);
+  int rc;
+  if (check) {
+    info_doctor(r, expect, c);
+    rc = c->failed > 0;
+    if (json) {
+      struct json_writer w;
+      json_init(&w, stdout);
+      json_begin_object(&w, NULL);
+      json_string(&w, "tool", "srd-info");
+      json_checks(&w, c);
+      json_end_object(&w);
+      rc |= json_finish(&w);
+    } else {
+      print_checks(c);
+    }
+  } else {
+    rc = json ? print_json(r) : (print_text(r), 0);
+    rc |= !info_usable(r);
+  }
   info_release(r);
   free(r);
-  return rc || !usable ? 1 : 0;
+  free(c);
+  return rc ? 1 : 0;
 }

@@ -17,12 +17,12 @@
 #include "srd/log.h"
 #include "srd/param.h"
 
+/* A value other than auto, 0 or 1 was rejected (and warned about) when the
+ * variables were read: it reads as unset. */
 int srd_gdr_mode(void) {
   const char *v = srd_param_str(SRD_PARAM_GDR);
-  if (!v || !strcasecmp(v, "auto")) return SRD_GDR_AUTO;
-  if (!strcmp(v, "0")) return SRD_GDR_OFF;
-  if (!strcmp(v, "1")) return SRD_GDR_ON;
-  SRD_WARN("NCCL_SRD_GDR=%s is not auto, 0 or 1; using auto", v);
+  if (v && !strcmp(v, "0")) return SRD_GDR_OFF;
+  if (v && !strcmp(v, "1")) return SRD_GDR_ON;
   return SRD_GDR_AUTO;
 }
 

@@ -389,3 +389,9 @@ int srd_topo_group(const struct srd_nic_list *nics, const char *xml_path, int ma
   free(pl);
   return 0;
 }
+
+void srd_topo_group_or_all(const struct srd_nic_list *nics, int max_rails, struct srd_topo *out) {
+  if (!srd_topo_group(nics, NULL, max_rails, out) && out->ngroups > 0) return;
+  SRD_WARN("NIC grouping failed; one device holds every NIC");
+  srd_topo_group_all(nics, max_rails, out, "grouping failed: one device holds every NIC");
+}

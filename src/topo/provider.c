@@ -176,6 +176,11 @@ int srd_fabric_choose(struct fi_info **infos, char *provider, size_t provider_le
   if (forced && !*forced) forced = NULL;
   if (forced) {
     if (try_provider(forced, infos)) {
+      char filtered[256];
+      if (srd_fabric_filtered(forced, filtered, sizeof(filtered))) {
+        SRD_WARN("provider \"%s\" (from %s) is not usable: %s", forced, why, filtered);
+        return -1;
+      }
       SRD_WARN("provider \"%s\" (from %s) is not usable", forced, why);
       explain_rejection(forced);
       return -1;

@@ -3,8 +3,11 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <unistd.h>
 
 #include "srd/log.h"
 
@@ -107,6 +110,39 @@ int srd_parse_size(const char *text, uint64_t *out) {
   return 0;
 }
 
+int srd_param_check(enum srd_param p, const char *value, char *why, size_t len) {
+  const struct srd_param_desc *d = &table[p];
+  if (!value || !*value) return 0;
+  if (p == SRD_PARAM_GDR) {
+    if (!strcasecmp(value, "auto") || !strcmp(value, "0") || !strcmp(value, "1")) return 0;
+    snprintf(why, len, "is not auto, 0 or 1");
+    return -1;
+  }
+  if (p == SRD_PARAM_TOPO_FILE) {
+    if (!access(value, R_OK)) return 0;
+    snprintf(why, len, "cannot be read (%s)", strerror(errno));
+    return -1;
+  }
+  if (d->is_string) return 0;
+  int64_t n;
+  if (srd_param_parse_int(value, &n)) {
+    snprintf(why, len, "is not a number (decimal or 0x hex, with an optional K, M or G suffix)");
+    return -1;
+  }
+  if (n < d->min || n > d->max) {
+    snprintf(why, len, "is out of range [%lld, %lld]", (long long)d->min, (long long)d->max);
+    return -1;
+  }
+  return 0;
+}
+
+void srd_param_default_text(enum srd_param p, char *buf, size_t len) {
+  if (p == SRD_PARAM_GDR) snprintf(buf, len, "auto");
+  else if (p == SRD_PARAM_TOPO_FILE) snprintf(buf, len, "the live machine's topology");
+  else if (table[p].is_string) snprintf(buf, len, "unset");
+  else snprintf(buf, len, "%lld", (long long)table[p].def);
+}
+
 static void load_locked(void) {
   for (int i = 0; i < SRD_PARAM_COUNT; i++) {
     const struct srd_param_desc *d = &table[i];
@@ -114,18 +150,15 @@ static void load_locked(void) {
     free(strs[i]);
     strs[i] = NULL;
     ints[i] = d->def;
+    char why[160], def[64];
+    if (srd_param_check((enum srd_param)i, v, why, sizeof(why))) {
+      srd_param_default_text((enum srd_param)i, def, sizeof(def));
+      SRD_WARN("%s=%s %s; using %s", d->name, v, why, def);
+      continue;
+    }
     if (!v || !*v) continue;
-    if (d->is_string) {
-      strs[i] = strdup(v);
-      continue;
-    }
-    int64_t n;
-    if (srd_param_parse_int(v, &n) || n < d->min || n > d->max) {
-      SRD_WARN("%s=%s is not a number in [%lld, %lld]; using %lld", d->name, v, (long long)d->min,
-               (long long)d->max, (long long)d->def);
-      continue;
-    }
-    ints[i] = n;
+    if (d->is_string) strs[i] = strdup(v);
+    else srd_param_parse_int(v, &ints[i]);
   }
   loaded = 1;
 }

@@ -22,7 +22,7 @@
 #        VARIANTS="gdr staged socket" MAX_BYTES=1G SMALL_ITERS=20 LARGE_ITERS=3
 #        GDR_LEVEL=SYS RUN_TIMEOUT=240 BUDGET_S= (no new run after this many s)
 #        TORCH=0 (1: tests/device/gdr_torch.py with GDR forced, 2 and 4 ranks;
-#        over shm it hangs at the first all_reduce: README, GPU memory)
+#        over shm it hangs at the first all_reduce: DESIGN.md, GPU memory)
 #        PERF=1 (srd-perf --cuda --check, plugin and --raw, before the runs)
 # Writes to $OUT (or ./gdr-out): summary.md and logs.tgz (env.txt, a log per
 # run: one archive, because the device tool brings back only a few files).

@@ -11,6 +11,6 @@
 #
 # SRD_MUTATIONS=name,name runs only those; SRD_MUTATION_JOBS sets make -j;
 # SRD_MUTATION_MAKE_ARGS is added to every make command (e.g. CFLAGS=...).
-# Not part of make check: it rebuilds once per mutation (README: Testing).
+# Not part of make check: it rebuilds once per mutation (CONTRIBUTING.md: Planted bugs).
 command -v python3 >/dev/null 2>&1 || { echo "mutation: python3 is needed" >&2; exit 77; }
 exec python3 "$(dirname "$0")/mutate.py" "$@"

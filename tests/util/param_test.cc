@@ -168,4 +168,49 @@ TEST_F(Params, ValuesAreReadOnceUntilReload) {
   EXPECT_EQ(3, srd_param_int(SRD_PARAM_RAILS));
 }
 
+// The one validation the plugin and srd-info share: each rejection says why
+// in words that complete "NAME=VALUE ...".
+std::string why_rejected(enum srd_param p, const char *value) {
+  char why[160] = "";
+  return srd_param_check(p, value, why, sizeof(why)) ? why : "";
+}
+
+TEST(ParamCheck, NumbersSayWhetherUnparsableOrOutOfRange) {
+  EXPECT_EQ("", why_rejected(SRD_PARAM_KEEPALIVE_MS, "10"));
+  EXPECT_EQ("", why_rejected(SRD_PARAM_KEEPALIVE_MS, nullptr));
+  EXPECT_EQ("", why_rejected(SRD_PARAM_KEEPALIVE_MS, ""));
+  EXPECT_NE(std::string::npos, why_rejected(SRD_PARAM_KEEPALIVE_MS, "10s").find("is not a number"));
+  EXPECT_EQ("is out of range [10, 600000]", why_rejected(SRD_PARAM_KEEPALIVE_MS, "5"));
+  EXPECT_EQ("is out of range [0, 65536]", why_rejected(SRD_PARAM_EAGER_MAX, "1M"));
+}
+
+TEST(ParamCheck, GdrIsAutoZeroOrOne) {
+  for (const char *ok : {"auto", "AUTO", "0", "1"}) EXPECT_EQ("", why_rejected(SRD_PARAM_GDR, ok)) << ok;
+  for (const char *bad : {"maybe", "yes", "2", "on"})
+    EXPECT_EQ("is not auto, 0 or 1", why_rejected(SRD_PARAM_GDR, bad)) << bad;
+}
+
+TEST(ParamCheck, TopoFileMustBeReadable) {
+  EXPECT_EQ("", why_rejected(SRD_PARAM_TOPO_FILE, "/proc/self/status"));
+  EXPECT_EQ("cannot be read (No such file or directory)", why_rejected(SRD_PARAM_TOPO_FILE, "/nonexistent"));
+  EXPECT_EQ("", why_rejected(SRD_PARAM_IFNAME, "anything"));
+}
+
+TEST_F(Params, RejectedStringsReadAsUnset) {
+  set("NCCL_SRD_GDR", "maybe");
+  EXPECT_EQ(nullptr, srd_param_str(SRD_PARAM_GDR));
+  set("NCCL_SRD_TOPO_FILE", "/nonexistent");
+  EXPECT_EQ(nullptr, srd_param_str(SRD_PARAM_TOPO_FILE));
+  set("NCCL_SRD_GDR", "1");
+  EXPECT_STREQ("1", srd_param_str(SRD_PARAM_GDR));
+}
+
+TEST(ParamCheck, DefaultText) {
+  char buf[64];
+  srd_param_default_text(SRD_PARAM_KEEPALIVE_MS, buf, sizeof(buf));
+  EXPECT_STREQ("1000", buf);
+  srd_param_default_text(SRD_PARAM_GDR, buf, sizeof(buf));
+  EXPECT_STREQ("auto", buf);
+}
+
 }  // namespace
