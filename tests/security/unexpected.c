@@ -113,7 +113,7 @@ int unexpected_cap(int rank, int nranks, void *arg) {
     if (eager_to(&r[1], p[1].victim, p[1].comm, p[1].token, k % 100, msg)) break;
   st_note("%d eager messages sent", sent);
   for (int i = 0; i < 2; i++)
-    ST_CHECK(eager_to(&r[i], v[i], comm[i], ~token[i], 0, msg) == 0, "the last message of flood %d not sent", i);
+    ST_CHECK(eager_to(&r[i], p[i].victim, p[i].comm, ~p[i].token, 0, msg) == 0, "the last message of flood %d not sent", i);
   char d = 'd';
   st_oob_send(0, &d, 1);
   free(msg);
