@@ -74,8 +74,7 @@ struct raw {
   int nrails;
   struct raw_rail rails[RAW_MAX_RAILS];
   uint64_t next_key;
-  size_t eager_max;   /* messages up to this size are sent, not written (none with --cuda) */
-  size_t inject_size; /* ... and injected up to this size (no completion to wait for) */
+  size_t eager_max; /* messages up to this size are sent, not written (none with --cuda) */
   struct raw_comm *comms; /* every live comm, so that none outlives the domains */
 };
 
