@@ -1,16 +1,11 @@
-/* The ceiling srd-perf compares a plugin against: the best a libfabric
- * program does on the provider, with as little as possible around it.
- * Messages up to NCCL_SRD_EAGER_MAX (the plugin's eager limit, so both switch
- * at the same size) are sent with their sequence as immediate data into
- * receive buffers posted ahead (fi_injectdata up to the provider's inject
- * size, else fi_senddata) and copied out. Larger ones follow the receiver:
- * it sends a small clear-to-send (CTS) per buffer {sequence, address,
- * length, one key per rail}; the sender answers with fi_writedata stripes
- * whose 32-bit immediate data {sequence, stripe count} the receiver counts.
- * Same provider and NIC group (srd_topo_*) as our plugin.
+/* The ceiling srd-perf compares a plugin against: the same receiver-driven
+ * pattern written straight on libfabric, with as little as possible around
+ * it. The receiver sends a small clear-to-send (CTS) per buffer {sequence,
+ * address, length, one key per rail}; the sender answers with fi_writedata
+ * stripes whose 32-bit immediate data {sequence, stripe count} the receiver
+ * counts. Same provider and NIC group (srd_topo_*) as our plugin.
  * One endpoint per rail per connection; rail i talks to peer rail i mod n.
- * Sent and posted sizes are assumed equal (srd-perf always posts both), so
- * both sides know from the size which way a message goes. */
+ * Sent and posted sizes are assumed equal (srd-perf always posts both). */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -135,15 +130,6 @@ static int raw_accept(struct perf_transport *t, void *listen_comm, void **recv_c
   return 0;
 }
 
-/* Every comm's completion queue, as a plugin polls its device's: a message
- * that one endpoint still has to move out is not left waiting while the
- * caller waits on another. c's own state decides the result. */
-static int progress_all(struct raw_comm *c) {
-  for (struct raw_comm *o = c->r->comms; o; o = o->next)
-    if (o != c && !o->error) raw_comm_progress(o);
-  return raw_comm_progress(c);
-}
-
 static int raw_reg(struct perf_transport *t, void *comm, void *buf, size_t size, void **mhandle) {
   struct raw_mr *m = malloc(sizeof(*m));
   if (!m) return -1;
@@ -169,7 +155,7 @@ static int raw_irecv(struct perf_transport *t, void *recv_comm, int n, void **bu
     perf_error("raw: grouped receive of %d buffers", n);
     return -1;
   }
-  if (progress_all(c)) return -1;
+  if (raw_comm_progress(c)) return -1;
   for (int i = 0; i < n; i++)
     if (c->rx[(c->seq + (uint32_t)i) % RAW_RING].req) return 0; /* ring full: call again */
   struct raw_req *req = raw_req_new(c);
@@ -178,32 +164,11 @@ static int raw_irecv(struct perf_transport *t, void *recv_comm, int n, void **bu
   req->pending = n;
   for (int i = 0; i < n; i++) {
     struct raw_mr *m = mhandles[i];
-    uint32_t seq = c->seq++ & RAW_SEQ_MASK;
-    struct raw_rx_slot *rx = &c->rx[seq % RAW_RING];
-    req->sizes[i] = sizes[i];
-    if (sizes[i] <= c->r->eager_max) { /* it comes as a message: no clear-to-send */
-      rx->buf = bufs[i];
-      rx->cap = sizes[i];
-      rx->stripes_seen = 0;
-      if (!rx->early_slot) {
-        rx->req = req;
-        continue;
-      }
-      int held = rx->early_slot - 1;
-      size_t len = rx->early_len;
-      rx->early_slot = 0;
-      if (len > sizes[i]) {
-        perf_error("raw: eager message of %zu bytes for a %zu-byte buffer (sequence %u)", len, sizes[i], seq);
-        return -1;
-      }
-      memcpy(bufs[i], c->ctrl + (size_t)held * c->rslot_bytes, len);
-      req->pending--;
-      if (raw_post_ctrl_recv(c, held)) return -1;
-      continue;
-    }
-    *rx = (struct raw_rx_slot){.req = req};
     int slot = raw_take_send_slot(c);
     if (slot < 0) return -1; /* the comm is broken: requests already posted stay with it */
+    uint32_t seq = c->seq++ & RAW_SEQ_MASK;
+    c->rx[seq % RAW_RING] = (struct raw_rx_slot){.req = req};
+    req->sizes[i] = sizes[i];
     struct raw_msg *msg = raw_send_slot_msg(c, slot);
     msg->magic = RAW_MAGIC;
     msg->type = RAW_CTS;
@@ -219,38 +184,13 @@ static int raw_irecv(struct perf_transport *t, void *recv_comm, int n, void **bu
   return 0;
 }
 
-/* A message the receiver takes from its pre-posted receives (immediate data:
- * the sequence): injected when the provider copies it at once, else sent. */
-static int send_eager(struct raw_comm *c, void *buf, size_t size, struct raw_mr *m, void **request) {
-  uint32_t seq = c->seq & RAW_SEQ_MASK;
-  struct raw_req *req = raw_req_new(c);
-  if (!req) return -1;
-  req->n = 1;
-  req->sizes[0] = size;
-  c->seq++;
-  if (size <= c->r->inject_size) {
-    if (POST_RETRY(c, fi_injectdata(c->eps[0].ep, buf, size, seq, c->eps[0].peer), "fi_injectdata")) return -1;
-  } else {
-    struct raw_op *op = &req->inline_ops[0];
-    op->kind = OP_DATA;
-    op->req = req;
-    req->pending = 1;
-    if (POST_RETRY(c, fi_senddata(c->eps[0].ep, buf, size, m->desc[0], seq, c->eps[0].peer, &op->fi_ctx),
-                   "fi_senddata"))
-      return -1; /* the comm is broken; the request stays referenced by its send */
-  }
-  *request = req;
-  return 0;
-}
-
 static int raw_isend(struct perf_transport *t, void *send_comm, void *buf, size_t size, int tag, void *mhandle,
                      void **request) {
   struct raw_comm *c = send_comm;
   struct raw_mr *m = mhandle;
   *request = NULL;
-  if (progress_all(c)) return -1;
+  if (raw_comm_progress(c)) return -1;
   uint32_t seq = c->seq & RAW_SEQ_MASK;
-  if (size <= c->r->eager_max) return send_eager(c, buf, size, m, request);
   uint32_t slot = seq % RAW_RING;
   if (!c->cts_valid[slot]) return 0; /* no clear-to-send yet: call again */
   const struct raw_cts *cts = &c->cts[slot];
@@ -287,7 +227,7 @@ static int raw_isend(struct perf_transport *t, void *send_comm, void *buf, size_
     size_t off = i * stripe, len = size - off < stripe ? size - off : stripe;
     int rail = (int)(i % (size_t)c->nrails), peer_rail = rail % c->peer_nrails;
     struct raw_op *op = &req->ops[i];
-    op->kind = OP_DATA;
+    op->kind = OP_WRITE;
     op->req = req;
     req->pending++;
     if (POST_RETRY(c,
@@ -303,7 +243,7 @@ static int raw_isend(struct perf_transport *t, void *send_comm, void *buf, size_
 static int raw_test(struct perf_transport *t, void *request, int *done, size_t *sizes) {
   struct raw_req *req = request;
   *done = 0;
-  if (progress_all(req->comm)) return -1;
+  if (raw_comm_progress(req->comm)) return -1;
   if (req->pending) return 0;
   *done = 1;
   for (int i = 0; i < req->n; i++) sizes[i] = req->sizes[i];
@@ -395,18 +335,8 @@ struct perf_transport *perf_raw_open(int dev, int cuda) {
     if (n < (int)sizeof(r->base.device))
       n += snprintf(r->base.device + n, sizeof(r->base.device) - (size_t)n, " %s", nic->name);
   }
-  /* Small messages as the provider sends them best: into receives posted
-   * ahead, injected where it copies them at once; GPU memory is written. */
-  r->eager_max = cuda ? 0 : (size_t)srd_param_int(SRD_PARAM_EAGER_MAX);
-  r->inject_size = r->rails[0].info->tx_attr->inject_size;
-  if (r->eager_max)
-    snprintf(r->base.description, sizeof(r->base.description),
-             "raw libfabric %s (fi_injectdata up to %zu B, fi_senddata up to %zu B, fi_writedata above; %d rail%s)",
-             nics.provider, r->inject_size < r->eager_max ? r->inject_size : r->eager_max, r->eager_max, r->nrails,
-             r->nrails == 1 ? "" : "s");
-  else
-    snprintf(r->base.description, sizeof(r->base.description), "raw libfabric %s (fi_writedata, %d rail%s%s)",
-             nics.provider, r->nrails, r->nrails == 1 ? "" : "s", cuda ? ", FI_HMEM" : "");
+  snprintf(r->base.description, sizeof(r->base.description), "raw libfabric %s (fi_writedata, %d rail%s%s)",
+           nics.provider, r->nrails, r->nrails == 1 ? "" : "s", cuda ? ", FI_HMEM" : "");
   free(topo);
   srd_topo_free(&nics);
   return &r->base;

@@ -74,13 +74,10 @@ struct raw {
   int nrails;
   struct raw_rail rails[RAW_MAX_RAILS];
   uint64_t next_key;
-  size_t eager_max;   /* messages up to this size are sent, not written (none with --cuda) */
-  size_t inject_size; /* ... and injected up to this size (no completion to wait for) */
   struct raw_comm *comms; /* every live comm, so that none outlives the domains */
 };
 
-/* OP_DATA: a write or an eager send of a message (its request counts it). */
-enum raw_op_kind { OP_CTRL_RECV, OP_CTRL_SEND, OP_DATA };
+enum raw_op_kind { OP_CTRL_RECV, OP_CTRL_SEND, OP_WRITE };
 
 /* Every posted operation's context: libfabric's scratch space first. */
 struct raw_op {
@@ -118,11 +115,7 @@ struct raw_ep {
 
 struct raw_rx_slot {
   struct raw_req *req;
-  void *buf; /* where an eager message for it is copied, at most cap bytes */
-  size_t cap;
   uint32_t stripes_seen;
-  int early_slot; /* 1 + the receive slot holding its eager message that came first, 0 when none */
-  size_t early_len;
 };
 
 struct raw_comm {
@@ -136,8 +129,7 @@ struct raw_comm {
   int setup_slot;  /* welcome posted but not yet complete, -1 when none */
   struct raw_ep eps[RAW_MAX_RAILS];
   fi_addr_t peer_rail0_addr;
-  char *ctrl; /* RAW_CTRL_SLOTS receive slots of rslot_bytes, then as many send slots (struct raw_msg) */
-  size_t rslot_bytes; /* a control message or an eager message, whichever is larger */
+  struct raw_msg *ctrl; /* RAW_CTRL_SLOTS receive slots, then as many send slots */
   struct raw_mr ctrl_mr;
   struct raw_op recv_ops[RAW_CTRL_SLOTS], send_ops[RAW_CTRL_SLOTS];
   int send_free[RAW_CTRL_SLOTS], nsend_free;
@@ -171,7 +163,6 @@ double raw_now_s(void);
 int raw_register_on_rails(struct raw *r, void *buf, size_t size, int cuda, struct raw_mr *m);
 void raw_deregister(struct raw_mr *m);
 struct raw_msg *raw_send_slot_msg(struct raw_comm *c, int slot);
-int raw_post_ctrl_recv(struct raw_comm *c, int slot);
 int raw_send_ctrl(struct raw_comm *c, int slot, size_t len, fi_addr_t to);
 int raw_try_send_staged(struct raw_comm *c, fi_addr_t to);
 int raw_fill_names(struct raw_comm *c, struct raw_names *names);

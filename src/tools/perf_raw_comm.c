@@ -73,16 +73,14 @@ void raw_deregister(struct raw_mr *m) {
   memset(m, 0, sizeof(*m));
 }
 
-struct raw_msg *raw_send_slot_msg(struct raw_comm *c, int slot) {
-  return (struct raw_msg *)(c->ctrl + RAW_CTRL_SLOTS * c->rslot_bytes) + slot;
-}
+struct raw_msg *raw_send_slot_msg(struct raw_comm *c, int slot) { return &c->ctrl[RAW_CTRL_SLOTS + slot]; }
 
-int raw_post_ctrl_recv(struct raw_comm *c, int slot) {
+static int post_ctrl_recv(struct raw_comm *c, int slot) {
   struct raw_op *op = &c->recv_ops[slot];
   op->kind = OP_CTRL_RECV;
   op->slot = slot;
-  return POST_RETRY(c, fi_recv(c->eps[0].ep, c->ctrl + (size_t)slot * c->rslot_bytes, c->rslot_bytes, c->ctrl_mr.desc[0],
-                               FI_ADDR_UNSPEC, &op->fi_ctx),
+  return POST_RETRY(c, fi_recv(c->eps[0].ep, &c->ctrl[slot], sizeof(struct raw_msg), c->ctrl_mr.desc[0], FI_ADDR_UNSPEC,
+                               &op->fi_ctx),
                     "fi_recv (control)");
 }
 
@@ -162,32 +160,6 @@ static void handle_imm(struct raw_comm *c, uint64_t data) {
   }
 }
 
-/* An eager message (immediate data: its sequence) in receive slot slot: into
- * its buffer now, or kept in the slot until its receive is posted. */
-static void handle_eager(struct raw_comm *c, uint64_t data, int slot, size_t len) {
-  uint32_t seq = (uint32_t)data & RAW_SEQ_MASK;
-  struct raw_rx_slot *s = &c->rx[seq % RAW_RING];
-  if (!s->req) {
-    if (s->early_slot) {
-      perf_error("raw: two eager messages for sequence %u", seq);
-      c->error = 1;
-      return;
-    }
-    s->early_slot = slot + 1;
-    s->early_len = len;
-    return;
-  }
-  if (len > s->cap) {
-    perf_error("raw: eager message of %zu bytes for a %zu-byte buffer (sequence %u)", len, s->cap, seq);
-    c->error = 1;
-    return;
-  }
-  memcpy(s->buf, c->ctrl + (size_t)slot * c->rslot_bytes, len);
-  s->req->pending--;
-  s->req = NULL;
-  if (raw_post_ctrl_recv(c, slot)) c->error = 1;
-}
-
 static void handle_ctrl(struct raw_comm *c, const struct raw_msg *m, size_t len) {
   if (len < 8 || m->magic != RAW_MAGIC) {
     perf_error("raw: malformed control message (%zu bytes)", len);
@@ -237,25 +209,21 @@ int raw_comm_progress(struct raw_comm *c) {
       }
       if (n < 0) return raw_fi_check((int)n, "fi_cq_read"), c->error = 1, -1;
       for (ssize_t i = 0; i < n; i++) {
-        if ((e[i].flags & FI_REMOTE_CQ_DATA) && !(e[i].flags & FI_RECV)) {
-          handle_imm(c, e[i].data); /* a write landed */
+        if (e[i].flags & FI_REMOTE_CQ_DATA) {
+          handle_imm(c, e[i].data);
           continue;
         }
         struct raw_op *op = e[i].op_context;
         switch (op->kind) {
         case OP_CTRL_RECV:
-          if (e[i].flags & FI_REMOTE_CQ_DATA) {
-            handle_eager(c, e[i].data, op->slot, e[i].len);
-            break;
-          }
-          handle_ctrl(c, (const struct raw_msg *)(c->ctrl + (size_t)op->slot * c->rslot_bytes), e[i].len);
-          if (raw_post_ctrl_recv(c, op->slot)) c->error = 1;
+          handle_ctrl(c, &c->ctrl[op->slot], e[i].len);
+          if (post_ctrl_recv(c, op->slot)) c->error = 1;
           break;
         case OP_CTRL_SEND:
           c->send_free[c->nsend_free++] = op->slot;
           if (op->slot == c->setup_slot) c->setup_slot = -1;
           break;
-        case OP_DATA: op->req->pending--; break;
+        case OP_WRITE: op->req->pending--; break;
         }
       }
       if (n < 16) break;
@@ -340,17 +308,14 @@ struct raw_comm *raw_comm_create(struct raw *r) {
       return NULL;
     }
   }
-  c->rslot_bytes = r->eager_max > sizeof(struct raw_msg) ? r->eager_max : sizeof(struct raw_msg);
-  c->rslot_bytes = (c->rslot_bytes + 63) & ~(size_t)63;
-  size_t ctrl_bytes = RAW_CTRL_SLOTS * (c->rslot_bytes + sizeof(struct raw_msg));
-  c->ctrl = calloc(1, ctrl_bytes);
-  if (!c->ctrl || raw_register_on_rails(r, c->ctrl, ctrl_bytes, 0, &c->ctrl_mr)) {
+  c->ctrl = calloc(2 * RAW_CTRL_SLOTS, sizeof(*c->ctrl));
+  if (!c->ctrl || raw_register_on_rails(r, c->ctrl, 2 * RAW_CTRL_SLOTS * sizeof(*c->ctrl), 0, &c->ctrl_mr)) {
     raw_comm_destroy(c);
     return NULL;
   }
   for (int i = 0; i < RAW_CTRL_SLOTS; i++) c->send_free[c->nsend_free++] = i;
   for (int i = 0; i < RAW_CTRL_SLOTS; i++)
-    if (raw_post_ctrl_recv(c, i)) {
+    if (post_ctrl_recv(c, i)) {
       raw_comm_destroy(c);
       return NULL;
     }

@@ -2,8 +2,8 @@
 # On the GPU device machine: what one network hop costs at the bottom of issue
 # 13's small-message rows, in one call, each measure twice and interleaved:
 #   - raw loopback TCP (tests/device/tcp_pingpong.c: plain socket calls),
-#   - srd-perf: our plugin against raw libfabric (sends up to the eager
-#     limit, fi_writedata above) on the same provider,
+#   - srd-perf: our plugin against raw libfabric (fi_writedata) on the same
+#     provider,
 #   - one hop inside NCCL (nccl-tests sendrecv_perf, 2 ranks, each sends to
 #     the other) over NCCL's Socket transport and over our plugin.
 # Sizes 8 B, 512 B, 8 KiB, 32 KiB, 128 KiB; about 2 minutes.
