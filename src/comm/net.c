@@ -76,7 +76,7 @@ static void teardown_devices(void) {
 }
 
 /* The one place an internal result (enum srd_err) becomes NCCL's. */
-ncclResult_t srd_to_nccl(int rc) {
+static ncclResult_t to_nccl(int rc) {
   switch (rc) {
   case SRD_OK:
   case SRD_AGAIN: /* the comm or request pointer stays NULL: NCCL calls again */
@@ -94,6 +94,8 @@ ncclResult_t srd_to_nccl(int rc) {
   }
 }
 
+ncclResult_t srd_to_nccl(int rc) { return to_nccl(rc); }
+
 ncclResult_t srd_net_init(ncclDebugLogger_t logger) {
   if (logger) srd_log_set_logger(logger);
   pthread_mutex_lock(&g.lock);
@@ -105,7 +107,7 @@ ncclResult_t srd_net_init(ncclDebugLogger_t logger) {
     srd_host_procs_join(); /* counted by the other processes' lane sizing */
   }
   pthread_mutex_unlock(&g.lock);
-  return srd_to_nccl(rc);
+  return to_nccl(rc);
 }
 
 /* Devices live as long as the process: NCCL creates and destroys
@@ -163,11 +165,11 @@ ncclResult_t srd_net_listen(int d, void *handle, void **listen_comm) {
   if (!handle || !listen_comm) return ncclInvalidArgument;
   struct srd_dev *dev;
   int rc = open_dev(d, &dev);
-  if (rc) return srd_to_nccl(rc);
+  if (rc) return to_nccl(rc);
   enter_dev(dev, false);
   rc = srd_listen(dev, handle, (struct srd_listener **)listen_comm);
   pthread_mutex_unlock(&dev->lock);
-  return srd_to_nccl(rc);
+  return to_nccl(rc);
 }
 
 ncclResult_t srd_net_connect(int d, void *handle, void **send_comm) {
@@ -176,11 +178,11 @@ ncclResult_t srd_net_connect(int d, void *handle, void **send_comm) {
   if (!handle) return ncclInvalidArgument;
   struct srd_dev *dev;
   int rc = open_dev(d, &dev);
-  if (rc) return srd_to_nccl(rc);
+  if (rc) return to_nccl(rc);
   enter_dev(dev, false);
   rc = srd_connect(dev, handle, (struct srd_comm **)send_comm);
   pthread_mutex_unlock(&dev->lock);
-  return srd_to_nccl(rc);
+  return to_nccl(rc);
 }
 
 ncclResult_t srd_net_accept(void *listen_comm, void **recv_comm) {
@@ -195,7 +197,7 @@ ncclResult_t srd_net_accept(void *listen_comm, void **recv_comm) {
   }
   int rc = srd_accept(l, (struct srd_comm **)recv_comm);
   pthread_mutex_unlock(&l->dev->lock);
-  return srd_to_nccl(rc);
+  return to_nccl(rc);
 }
 
 /* A receive buffer's key goes to the comm's peer: its registration is the
@@ -284,7 +286,7 @@ ncclResult_t srd_net_isend(void *send_comm, void *data, size_t size, int tag, vo
   }
   pthread_mutex_unlock(&c->dev->lock);
   SRD_STAT_SINCE(SRD_STAT_NS_IN_CALLS, t0);
-  return srd_to_nccl(rc);
+  return to_nccl(rc);
 }
 
 ncclResult_t srd_net_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags, void **mhandles,
@@ -299,7 +301,7 @@ ncclResult_t srd_net_irecv(void *recv_comm, int n, void **data, const size_t *si
   int rc = srd_proto_irecv(c, n, data, sizes, tags, (struct srd_mr_ref **)mhandles, (struct srd_req **)request);
   pthread_mutex_unlock(&c->dev->lock);
   SRD_STAT_SINCE(SRD_STAT_NS_IN_CALLS, t0);
-  return srd_to_nccl(rc);
+  return to_nccl(rc);
 }
 
 ncclResult_t srd_net_iflush(void *recv_comm, int n, void **data, const int *sizes, void **mhandles, void **request) {
@@ -310,7 +312,7 @@ ncclResult_t srd_net_iflush(void *recv_comm, int n, void **data, const int *size
   enter_dev(c->dev, atomic_load_explicit(&c->large, memory_order_relaxed));
   int rc = srd_proto_iflush(c, n, data, sizes, (struct srd_mr_ref **)mhandles, (struct srd_req **)request);
   pthread_mutex_unlock(&c->dev->lock);
-  return srd_to_nccl(rc);
+  return to_nccl(rc);
 }
 
 static int clamp_int(size_t v) { return v > INT_MAX ? INT_MAX : (int)v; }
@@ -358,7 +360,7 @@ ncclResult_t srd_net_test(void *request, int *done, int *sizes) {
   }
   pthread_mutex_unlock(&dev->lock);
   SRD_STAT_SINCE(SRD_STAT_NS_IN_CALLS, t0);
-  return srd_to_nccl(rc);
+  return to_nccl(rc);
 }
 
 static ncclResult_t close_comm(struct srd_comm *c, bool is_send) {
