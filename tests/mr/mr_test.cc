@@ -119,6 +119,7 @@ TEST_F(MrCache, OwnedRangesAreExactAndNeverShared) {
   EXPECT_NE(inside_own->mr, unowned->mr);
   EXPECT_EQ(4, fake.regs);
   for (auto *r : {big, inside_other, inside_own, same, unowned}) EXPECT_EQ(0, srd_mr_release(&cache, r));
+}
 
 // A handle NCCL uses in both directions holds a registration of each access
 // class (the second made on first use). Releasing it drops both at once,
