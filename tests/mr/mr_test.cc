@@ -128,7 +128,7 @@ TEST_F(MrCache, ReleaseDropsTheOtherClassToo) {
   constexpr unsigned kSend = 1, kRecv = 2;
   struct srd_mr_ref *ref = acquire(0, 8192, kHost, -1, 0, kSend);
   struct srd_mr *other = nullptr;
-  ASSERT_EQ(0, srd_mr_entry_for(&cache, ref, kRecv, &other));
+  ASSERT_EQ(0, srd_mr_entry_for(&cache, ref, kRecv, 0, &other));
   ASSERT_NE(nullptr, other);
   EXPECT_EQ(kRecv, other->access);
   EXPECT_EQ(2, fake.regs);
@@ -139,7 +139,7 @@ TEST_F(MrCache, ReleaseDropsTheOtherClassToo) {
   EXPECT_EQ(0, srd_mr_release(&cache, recv_only));
   EXPECT_EQ(2, fake.deregs);
   ref = acquire(0, 8192, kHost, -1, 0, kSend);
-  ASSERT_EQ(0, srd_mr_entry_for(&cache, ref, kRecv, &other));
+  ASSERT_EQ(0, srd_mr_entry_for(&cache, ref, kRecv, 0, &other));
   EXPECT_EQ(0, srd_mr_release(&cache, ref));
   EXPECT_EQ(4, fake.deregs) << "a handle of both classes left a registration behind";
   EXPECT_TRUE(fake.live.empty());

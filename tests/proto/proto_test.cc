@@ -768,11 +768,11 @@ TEST_F(TwoRails, DeregisteringABufferOfBothDirectionsClosesEveryRegistration) {
   srd_mr_cache_init(&b.mrs, &ops, 1);
   std::vector<char> buf(8192);
   srd_mr_ref *ref = nullptr;
-  ASSERT_EQ(0, srd_mr_acquire(&b.mrs, buf.data(), buf.size(), 1 /* NCCL_PTR_HOST */, -1, SRD_MR_SEND, -1, 0, &ref));
+  ASSERT_EQ(0, srd_mr_acquire(&b.mrs, buf.data(), buf.size(), 1 /* NCCL_PTR_HOST */, -1, SRD_MR_SEND, 0, -1, 0, &ref));
   EXPECT_EQ(b.nrails, g.mrs_open);
   EXPECT_EQ(0, g.writable_open);
   srd_mr *recv_entry = nullptr;
-  ASSERT_EQ(0, srd_mr_entry_for(&b.mrs, ref, SRD_MR_RECV, &recv_entry));
+  ASSERT_EQ(0, srd_mr_entry_for(&b.mrs, ref, SRD_MR_RECV, 7 /* a receive comm */, &recv_entry));
   EXPECT_EQ(2 * b.nrails, g.mrs_open);
   EXPECT_EQ(b.nrails, g.writable_open);
   ASSERT_EQ(0, srd_mr_release(&b.mrs, ref));
