@@ -70,18 +70,17 @@ static void explain_rejection(const char *prov) {
 }
 
 const char *srd_efa_fabric(void) {
+  /* srd_param_check let only efa or efa-direct through. */
   const char *v = srd_param_str(SRD_PARAM_EFA_FABRIC);
-  if (!v || !strcmp(v, SRD_EFA_FABRIC_DEFAULT)) return SRD_EFA_FABRIC_DEFAULT;
+  if (!v || strcmp(v, "efa-direct")) return SRD_EFA_FABRIC_DEFAULT;
   /* efa-direct's sends are one MTU while its fi_info, with FI_RMA, reports
    * the RMA limit (efa_prov_info_set_ep_attr): only the endpoint tells. */
-  if (!strcmp(v, "efa-direct") && !HAVE_DECL_FI_OPT_MAX_MSG_SIZE) {
+  if (!HAVE_DECL_FI_OPT_MAX_MSG_SIZE) {
     SRD_WARN("NCCL_SRD_EFA_FABRIC=efa-direct needs FI_OPT_MAX_MSG_SIZE to size its sends, which the libfabric "
              "headers of this build lack; using %s", SRD_EFA_FABRIC_DEFAULT);
     return SRD_EFA_FABRIC_DEFAULT;
   }
-  if (!strcmp(v, "efa-direct")) return "efa-direct";
-  SRD_WARN("NCCL_SRD_EFA_FABRIC=%s is neither efa nor efa-direct; using %s", v, SRD_EFA_FABRIC_DEFAULT);
-  return SRD_EFA_FABRIC_DEFAULT;
+  return "efa-direct";
 }
 
 int srd_fabric_fits(const struct fi_info *info, const char *efa_fabric) {

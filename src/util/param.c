@@ -118,6 +118,16 @@ int srd_param_check(enum srd_param p, const char *value, char *why, size_t len) 
     snprintf(why, len, "is not auto, 0 or 1");
     return -1;
   }
+  if (p == SRD_PARAM_RMA) {
+    if (!strcasecmp(value, "auto") || !strcmp(value, "0") || !strcmp(value, "host")) return 0;
+    snprintf(why, len, "is not auto, 0 or host");
+    return -1;
+  }
+  if (p == SRD_PARAM_EFA_FABRIC) {
+    if (!strcmp(value, "efa") || !strcmp(value, "efa-direct")) return 0;
+    snprintf(why, len, "is neither efa nor efa-direct");
+    return -1;
+  }
   if (p == SRD_PARAM_TOPO_FILE) {
     if (!access(value, R_OK)) return 0;
     snprintf(why, len, "cannot be read (%s)", strerror(errno));

@@ -1,5 +1,5 @@
 #!/bin/bash
-# On the GPU device machine: issue 25's table, the latency-bound middle, in
+# On the GPU device machine: the latency-bound middle (sendrecv and all_reduce, 8 B to 2 MiB), in
 # one call: nccl-tests sendrecv (2 ranks) and all_reduce (2, 4, 8 ranks),
 # 8 B to 2 MiB by 4, our plugin against NCCL's Socket transport, on
 # libfabric 2.6's native tcp first and 1.17's tcp;ofi_rxm beside it. Every

@@ -190,6 +190,14 @@ TEST(ParamCheck, GdrIsAutoZeroOrOne) {
     EXPECT_EQ("is not auto, 0 or 1", why_rejected(SRD_PARAM_GDR, bad)) << bad;
 }
 
+TEST(ParamCheck, RmaAndEfaFabricTakeTheirWordsOnly) {
+  for (const char *ok : {"auto", "0", "host"}) EXPECT_EQ("", why_rejected(SRD_PARAM_RMA, ok)) << ok;
+  for (const char *bad : {"gpu", "1", "yes"}) EXPECT_EQ("is not auto, 0 or host", why_rejected(SRD_PARAM_RMA, bad)) << bad;
+  for (const char *ok : {"efa", "efa-direct"}) EXPECT_EQ("", why_rejected(SRD_PARAM_EFA_FABRIC, ok)) << ok;
+  for (const char *bad : {"EFA", "direct", "tcp"})
+    EXPECT_EQ("is neither efa nor efa-direct", why_rejected(SRD_PARAM_EFA_FABRIC, bad)) << bad;
+}
+
 TEST(ParamCheck, TopoFileMustBeReadable) {
   EXPECT_EQ("", why_rejected(SRD_PARAM_TOPO_FILE, "/proc/self/status"));
   EXPECT_EQ("cannot be read (No such file or directory)", why_rejected(SRD_PARAM_TOPO_FILE, "/nonexistent"));
