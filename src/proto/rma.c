@@ -258,6 +258,19 @@ void srd_rma_apply(char *word, uint8_t op, uint64_t value) {
   __atomic_fetch_add((uint64_t *)(void *)word, op == SRD_RMA_SIGNAL_INC ? 1 : value, __ATOMIC_RELEASE);
 }
 
+/* Points op at its local and remote ranges and splits it into stripes; on
+ * failure op goes back to the pool. */
+static int aim(struct srd_rma_op *op, struct srd_rma_win *lwin, uint64_t loff, struct srd_rma_win *rwin, int rank,
+               uint64_t roff) {
+  op->lwin = lwin;
+  op->local = lwin->base + loff;
+  op->remote = &rwin->remote[rank];
+  op->raddr = op->remote->addr + roff;
+  int rc = split(op);
+  if (rc) op_put(op);
+  return rc;
+}
+
 int srd_rma_put(struct srd_rma_coll *coll, int rank, struct srd_rma_win *lwin, uint64_t loff, struct srd_rma_win *rwin,
                 uint64_t roff, size_t size, const struct srd_msg_rma_signal *sig, struct srd_rma_op **out) {
   *out = NULL;
@@ -286,15 +299,8 @@ int srd_rma_put(struct srd_rma_coll *coll, int rank, struct srd_rma_win *lwin, u
     return SRD_OK;
   }
   if (size) {
-    op->lwin = lwin;
-    op->local = lwin->base + loff;
-    op->remote = &rwin->remote[rank];
-    op->raddr = op->remote->addr + roff;
-    int rc = split(op);
-    if (rc) {
-      op_put(op);
-      return rc;
-    }
+    int rc = aim(op, lwin, loff, rwin, rank, roff);
+    if (rc) return rc;
   }
   if (size || sig) {
     op->sequenced = true;
@@ -332,15 +338,8 @@ int srd_rma_get(struct srd_rma_coll *coll, int rank, struct srd_rma_win *lwin, u
     *out = op;
     return SRD_OK;
   }
-  op->lwin = lwin;
-  op->local = lwin->base + loff;
-  op->remote = &rwin->remote[rank];
-  op->raddr = op->remote->addr + roff;
-  int rc = split(op);
-  if (rc) {
-    op_put(op);
-    return rc;
-  }
+  int rc = aim(op, lwin, loff, rwin, rank, roff);
+  if (rc) return rc;
   enqueue(op->peer, op);
   *out = op;
   return SRD_OK;
