@@ -1,6 +1,7 @@
-/* The ceiling srd-perf compares a plugin against: the same receiver-driven
+/* The baseline srd-perf compares a plugin against: the same receiver-driven
  * pattern written straight on libfabric, with as little as possible around
- * it. The receiver sends a small clear-to-send (CTS) per buffer {sequence,
+ * it (not the fastest raw code for small messages, where sends into
+ * receives posted ahead beat a clear-to-send round trip). The receiver sends a small clear-to-send (CTS) per buffer {sequence,
  * address, length, one key per rail}; the sender answers with fi_writedata
  * stripes whose 32-bit immediate data {sequence, stripe count} the receiver
  * counts. Same provider and NIC group (srd_topo_*) as our plugin.

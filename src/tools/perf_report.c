@@ -35,7 +35,7 @@ static double ratio(double plugin, double raw) { return raw > 0 ? plugin / raw :
 
 void perf_report_compare(FILE *out, const struct perf_opts *o, const struct perf_side *plugin,
                          const struct perf_side *raw) {
-  fprintf(out, "# srd-perf %s: %s\n#   against %s, the ceiling\n", PACKAGE_VERSION, plugin->description,
+  fprintf(out, "# srd-perf %s: %s\n#   against %s, the baseline\n", PACKAGE_VERSION, plugin->description,
           raw->description);
   if (strcmp(plugin->provider, raw->provider))
     fprintf(out, "# provider %s (plugin), %s (raw)\n", plugin->provider[0] ? plugin->provider : "unknown",
