@@ -23,19 +23,6 @@
 
 #include "srdtest.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-/* While a peer is stopped, the other side checks the peer's listening address
- * with an empty TCP connect (src/rail/rail_listen.c), and libfabric 1.17's
- * tcp provider of the checked side keeps that connection request's context
- * only as epoll data in the kernel (tcpx_accept -> ofi_wait_add_fd), where
- * LeakSanitizer cannot see it: 336 + 40 bytes allocated inside libfabric
- * (tests/functional/lanes.lsan says the same of lanes). libfabric is
- * stripped, so only the module can be named; the plugin's own allocations
- * stay checked. */
-const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void) { return "leak:libfabric.so.1\n"; }
-#endif
-
 #define NCOMMS 64 /* per direction */
 #define NMSGS 4
 #define WINDOW 2

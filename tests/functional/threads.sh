@@ -11,9 +11,6 @@ set -u
 dir="${top_builddir:-.}/tests/functional"
 providers="${1:-}"
 status=0
-# Under AddressSanitizer: see lanes.lsan for the one report this suppresses.
-LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=${top_srcdir:-.}/tests/functional/lanes.lsan"
-export LSAN_OPTIONS
 run() { # lanes reorder program [case]
   lanes=$1 reorder=$2 prog=$3
   shift 3
