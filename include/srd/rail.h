@@ -293,8 +293,9 @@ int srd_rail_link_down(const struct srd_rail *rail);
 /* Has a TCP connect to the listening address of the peer at addr (tcp
  * providers) been refused, i.e. is its endpoint gone? Starts or finishes a
  * non-blocking check; every_ms spaces the first checks of a peer that still
- * listens (later ones further, doubling). Always false where addresses are
- * not socket addresses (efa, shm). */
+ * listens (later ones further, doubling) and is how long a refusal stays
+ * evidence. Always false where addresses are not socket addresses (efa,
+ * shm). */
 bool srd_rail_peer_refused(struct srd_rail *rail, fi_addr_t addr, uint64_t now_ms, uint64_t every_ms);
 void srd_rail_listen_checks_free(struct srd_rail *rail);
 

@@ -154,9 +154,12 @@ static struct srd_listener *find_listener(struct srd_dev *dev, uint32_t id) {
 /* Bounds on what one listener keeps for peers that said hello: a flood of
  * hellos costs at most this much memory, and answers that cannot be
  * delivered (an unreachable address) block no one: several are tried at
- * once, each for NCCL_SRD_CONNECT_TIMEOUT_MS at most. */
+ * once, each for NCCL_SRD_CONNECT_TIMEOUT_MS at most, and one whose address
+ * refuses connections (tcp: nothing listens there) is given up at once, so
+ * that hellos naming closed ports cannot hold every place. */
 #define MAX_PENDING_HELLOS 64
 #define MAX_ANSWERING 8
+#define ANSWER_CHECK_MS 100 /* spacing of the checks of an answer's address */
 
 static void on_hello(struct srd_dev *dev, const struct srd_msg_peer *p) {
   struct srd_listener *l = find_listener(dev, p->listener_id);
@@ -253,10 +256,13 @@ int srd_accept(struct srd_listener *l, struct srd_comm **out) {
   *out = NULL;
   srd_dev_progress(l->dev);
   start_answers(l);
+  struct srd_dev *dev = l->dev;
   for (struct srd_comm **p = &l->answering; *p;) {
     struct srd_comm *c = *p;
     int rc = post_peer_msg(c, SRD_MSG_ACCEPT, c->peer_id, c->peer[0], l->id);
-    if (rc == SRD_AGAIN && srd_now_ms() <= c->deadline_ms) {
+    uint64_t now = srd_now_ms();
+    bool refused = rc == SRD_AGAIN && dev->rail_ops->peer_refused(&dev->rails[0], c->peer[0], now, ANSWER_CHECK_MS);
+    if (rc == SRD_AGAIN && !refused && now <= c->deadline_ms) {
       p = &c->next_connecting;
       continue;
     }
@@ -264,8 +270,11 @@ int srd_accept(struct srd_listener *l, struct srd_comm **out) {
     l->nanswering--;
     c->next_connecting = NULL;
     if (rc) {
-      SRD_WARN_LIMITED(&l->dev->foreign_log, "device %d: the answer to process %u's hello %s; dropped", l->dev->index,
-                       c->peer_pid, rc == SRD_AGAIN ? "could not be sent within NCCL_SRD_CONNECT_TIMEOUT_MS" : "failed");
+      SRD_WARN_LIMITED(&dev->foreign_log, "device %d: the answer to process %u's hello %s; dropped", dev->index,
+                       c->peer_pid,
+                       refused           ? "goes to an address that refuses connections"
+                       : rc == SRD_AGAIN ? "could not be sent within NCCL_SRD_CONNECT_TIMEOUT_MS"
+                                         : "failed");
       srd_comm_close(c);
       continue;
     }

@@ -10,7 +10,9 @@
  * at once; the peer's provider drops a connection request that sends
  * nothing (prov/tcp/src/xnet_cm.c: xnet_handle_conn). Checks never block,
  * run one at a time per address, and are spaced out, doubling, while the
- * peer keeps listening. */
+ * peer keeps listening. A refusal is evidence for every_ms only: another
+ * process may later listen at the same address (a restarted peer, a port
+ * used again), so an older one is checked anew. */
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -28,7 +30,7 @@ struct srd_listen_check {
   uint8_t name[SRD_EP_NAME_MAX];
   int fd; /* a connect under way, else -1 */
   bool refused;
-  uint64_t next_ms, gap_ms, used_ms;
+  uint64_t next_ms, gap_ms, used_ms, judged_ms;
 };
 
 static const uint8_t *name_of(const struct srd_rail *rail, fi_addr_t addr) {
@@ -56,12 +58,13 @@ static struct srd_listen_check *check_for(struct srd_rail *rail, const uint8_t *
   return room;
 }
 
-/* err: the connect's outcome. Refused is final; anything else (accepted, or
- * a network error, which is no evidence about the peer) waits for the gap. */
+/* err: the connect's outcome. Anything but a refusal (accepted, or a network
+ * error, which is no evidence about the peer) waits for the gap. */
 static void judge(struct srd_listen_check *k, int err, uint64_t now_ms, uint64_t every_ms) {
   if (k->fd >= 0) close(k->fd);
   k->fd = -1;
   k->refused = err == ECONNREFUSED;
+  k->judged_ms = now_ms;
   k->next_ms = now_ms + k->gap_ms;
   if (k->gap_ms < GAP_MAX_FACTOR * every_ms) k->gap_ms *= 2;
 }
@@ -100,9 +103,11 @@ bool srd_rail_peer_refused(struct srd_rail *rail, fi_addr_t addr, uint64_t now_m
   struct srd_listen_check *k = check_for(rail, name, every_ms);
   if (!k) return false;
   k->used_ms = now_ms;
-  if (k->refused) return true;
   if (k->fd >= 0) finish(k, now_ms, every_ms);
-  else if (now_ms >= k->next_ms) start(k, now_ms, every_ms);
+  else if (k->refused ? now_ms - k->judged_ms > every_ms : now_ms >= k->next_ms) {
+    k->refused = false;
+    start(k, now_ms, every_ms);
+  }
   return k->refused;
 }
 

@@ -8,6 +8,8 @@
  *            serves the legitimate peer
  *   self     connecting to our own closed listener fails, nothing crashes
  *   floods   unexpected eager data, hellos and pre-answer messages are capped
+ *   places   hellos naming closed ports hold no place: a legitimate peer
+ *            right after them is served (places.c)
  *   unexpected  eager data kept before its receive: at most 1,024 sequences
  *            ahead and 1,024 messages, memory measured (unexpected.c)
  *   regions  a killed process's shm region is removed by the next process
@@ -574,13 +576,17 @@ static int case_nested(const struct st_ctx *c) {
 }
 static int case_closed_peer(const struct st_ctx *c) { return run(c, "closed-peer", 2, insider_closed_peer); }
 static int case_unexpected(const struct st_ctx *c) { return run(c, "unexpected", 2, unexpected_cap); }
+static int case_places(const struct st_ctx *c) {
+  return is_shm(c) ? st_skip(c, "shm addresses are no ports; a hello naming no region is dropped when accept() takes it")
+                   : run(c, "places", 3, hello_places);
+}
 
 int main(int argc, char **argv) {
   static const struct st_case cases[] = {
       {"keys", case_keys},     {"cts", case_cts},         {"hellos", case_hellos}, {"self", case_self},
       {"floods", case_floods}, {"regions", case_regions}, {"misuse", case_misuse}, {"forged", case_forged},
       {"fuzz", case_fuzz},     {"nested", case_nested},   {"closed-peer", case_closed_peer},
-      {"unexpected", case_unexpected},
+      {"unexpected", case_unexpected}, {"places", case_places},
   };
   return st_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
 }

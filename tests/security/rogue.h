@@ -80,6 +80,8 @@ void *victim_listen(char *handle, int to1, int to2);
 int victim_killed_region(int rank, int nranks, void *arg);
 int api_misuse(int rank, int nranks, void *arg);
 int unexpected_cap(int rank, int nranks, void *arg);
+/* Hellos naming closed ports against a legitimate peer (places.c). */
+int hello_places(int rank, int nranks, void *arg);
 
 /* A peer inside the job against other comms (insider.c, issue 23). */
 int insider_fuzz(int rank, int nranks, void *arg);
