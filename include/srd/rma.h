@@ -142,8 +142,10 @@ bool srd_rma_op_valid(const struct srd_rma_coll *coll, const struct srd_rma_op *
 void srd_rma_op_release(struct srd_rma_op *op);
 
 /* Inside the module: the word a signal m for rank's window adds to (*word
- * set only for our own windows); SRD_ERR_ARG, logged, outside the window. */
-int srd_rma_signal_target(struct srd_rma_coll *coll, const struct srd_msg_rma_signal *m, int rank, char **word);
+ * set only for our own windows); SRD_ERR_ARG outside the window, logged
+ * (through limit for signals a peer sent; NULL: always, for our caller's). */
+int srd_rma_signal_target(struct srd_rma_coll *coll, const struct srd_msg_rma_signal *m, int rank, char **word,
+                          struct srd_log_limit *limit);
 /* Tell the origin how far we applied its ops (again at progress when the
  * provider is full). */
 void srd_rma_send_ack(struct srd_rma_peer *p);

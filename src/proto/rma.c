@@ -284,7 +284,7 @@ int srd_rma_put(struct srd_rma_coll *coll, int rank, struct srd_rma_win *lwin, u
                !in_window("put", rank, roff, size, rwin->remote[rank].len)))
     return SRD_ERR_ARG;
   char *word = NULL;
-  if (sig && srd_rma_signal_target(coll, sig, rank, &word)) return SRD_ERR_ARG;
+  if (sig && srd_rma_signal_target(coll, sig, rank, &word, NULL)) return SRD_ERR_ARG;
   struct srd_rma_op *op = op_get(coll);
   if (!op) return SRD_ERR_SYSTEM;
   op->kind = SRD_RMA_PUT;
@@ -401,8 +401,9 @@ void srd_rma_on_ack(struct srd_comm *c, const struct srd_msg_rma_ack *m) {
   int32_t ahead = (int32_t)(m->seq - p->acked);
   if (ahead <= 0) return;
   if ((uint32_t)ahead > p->next_seq - p->acked) {
-    SRD_WARN("comm %#x: RMA acknowledgement of op %u outside the ops sent (%u..%u), dropped", c->id, m->seq, p->acked,
-             p->next_seq);
+    SRD_WARN_LIMITED(&c->dev->foreign_log,
+                     "comm %#x: RMA acknowledgement of op %u outside the ops sent (%u..%u), dropped", c->id, m->seq,
+                     p->acked, p->next_seq);
     return;
   }
   p->acked = m->seq;

@@ -87,16 +87,19 @@ bool srd_rma_win_valid(const struct srd_rma_coll *coll, const void *h) {
   return false;
 }
 
-int srd_rma_signal_target(struct srd_rma_coll *coll, const struct srd_msg_rma_signal *m, int rank, char **word) {
+int srd_rma_signal_target(struct srd_rma_coll *coll, const struct srd_msg_rma_signal *m, int rank, char **word,
+                          struct srd_log_limit *limit) {
   struct srd_rma_win *w = m->window < (uint32_t)coll->nwins ? coll->wins[m->window] : NULL;
   uint64_t len = w ? w->remote[rank].len : 0;
-  if (!w || m->offset % 8 || m->offset >= len || len - m->offset < 8) {
-    SRD_WARN("RMA signal at offset %llu of window %u of rank %d: %s", (unsigned long long)m->offset, m->window, rank,
-             !w ? "no such window" : m->offset % 8 ? "not 8-byte aligned" : "outside the window");
-    return SRD_ERR_ARG;
-  }
-  if (rank == coll->rank && w->cuda_dev >= 0) {
-    SRD_WARN("RMA signal into GPU window %u: only host signal windows are supported", m->window);
+  const char *why = NULL;
+  if (!w) why = "no such window";
+  else if (m->offset % 8) why = "not 8-byte aligned";
+  else if (m->offset >= len || len - m->offset < 8) why = "outside the window";
+  else if (rank == coll->rank && w->cuda_dev >= 0) why = "a GPU window (signals go to host windows only)";
+  if (why) {
+    if (!limit || srd_log_limit_pass(limit))
+      SRD_WARN("RMA signal at offset %llu of window %u of rank %d: %s", (unsigned long long)m->offset, m->window, rank,
+               why);
     return SRD_ERR_ARG;
   }
   if (rank == coll->rank) *word = w->base + m->offset;
@@ -110,7 +113,7 @@ static void apply_ready(struct srd_rma_peer *p) {
     if (!s->known || (s->signal && !s->signal_in) || (uint32_t)__builtin_popcount(s->mask) != s->nstripes) break;
     if (s->signal) {
       char *word = NULL;
-      if (!srd_rma_signal_target(p->coll, &s->sig, p->coll->rank, &word))
+      if (!srd_rma_signal_target(p->coll, &s->sig, p->coll->rank, &word, &p->coll->dev->foreign_log))
         srd_rma_apply(word, s->sig.op, s->sig.value);
     }
     memset(s, 0, sizeof(*s));
@@ -133,8 +136,9 @@ static bool shape_agrees(struct srd_comm *c, struct srd_rma_slot *s, uint32_t se
     return true;
   }
   if (s->nstripes == nstripes && s->signal == signal) return true;
-  SRD_WARN("comm %#x: RMA op %u arrives as %u stripe(s)%s, earlier as %u%s: dropped (forged?)", c->id, seq, nstripes,
-           signal ? " with a signal" : "", s->nstripes, s->signal ? " with a signal" : "");
+  SRD_WARN_LIMITED(&c->dev->foreign_log,
+                   "comm %#x: RMA op %u arrives as %u stripe(s)%s, earlier as %u%s: dropped (forged?)", c->id, seq,
+                   nstripes, signal ? " with a signal" : "", s->nstripes, s->signal ? " with a signal" : "");
   return false;
 }
 
@@ -144,14 +148,15 @@ void srd_rma_on_write(struct srd_comm *c, uint32_t imm, size_t len) {
   (void)len; /* the key and its exact range bound where a write lands */
   c->writes_done++;
   if (srd_rma_imm_unpack(imm, &v)) {
-    SRD_WARN("comm %#x: RMA write with immediate data %#x naming no stripe: dropped (forged?)", c->id, imm);
+    SRD_WARN_LIMITED(&c->dev->foreign_log,
+                     "comm %#x: RMA write with immediate data %#x naming no stripe: dropped (forged?)", c->id, imm);
     return;
   }
   uint32_t seq = p->next_apply + ((v.seq - p->next_apply) & (SRD_RMA_SEQ_WINDOW - 1));
   struct srd_rma_slot *s = slot_of(p, seq);
   if (!shape_agrees(c, s, seq, v.nstripes, v.signal)) return;
   if (s->mask >> v.stripe & 1) {
-    SRD_WARN("comm %#x: RMA op %u stripe %u landed twice: dropped", c->id, seq, v.stripe);
+    SRD_WARN_LIMITED(&c->dev->foreign_log, "comm %#x: RMA op %u stripe %u landed twice: dropped", c->id, seq, v.stripe);
     return;
   }
   s->mask |= 1u << v.stripe;
@@ -161,16 +166,16 @@ void srd_rma_on_write(struct srd_comm *c, uint32_t imm, size_t len) {
 void srd_rma_on_signal(struct srd_comm *c, const struct srd_msg_rma_signal *m) {
   struct srd_rma_peer *p = c->rma;
   if (m->seq - p->next_apply >= SRD_RMA_SEQ_WINDOW) {
-    SRD_WARN("comm %#x: RMA signal of op %u outside the ops expected (%u..%u): dropped", c->id, m->seq,
-             p->next_apply, p->next_apply + SRD_RMA_SEQ_WINDOW - 1);
+    SRD_WARN_LIMITED(&c->dev->foreign_log, "comm %#x: RMA signal of op %u outside the ops expected (%u..%u): dropped",
+                     c->id, m->seq, p->next_apply, p->next_apply + SRD_RMA_SEQ_WINDOW - 1);
     return;
   }
   struct srd_rma_slot *s = slot_of(p, m->seq);
   char *word;
-  if (srd_rma_signal_target(p->coll, m, p->coll->rank, &word)) return; /* logged */
+  if (srd_rma_signal_target(p->coll, m, p->coll->rank, &word, &c->dev->foreign_log)) return; /* logged */
   if (!shape_agrees(c, s, m->seq, m->nstripes, true)) return;
   if (s->signal_in) {
-    SRD_WARN("comm %#x: RMA op %u signalled twice: dropped", c->id, m->seq);
+    SRD_WARN_LIMITED(&c->dev->foreign_log, "comm %#x: RMA op %u signalled twice: dropped", c->id, m->seq);
     return;
   }
   s->signal_in = true;

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <cstdio>
 #include <deque>
+#include <random>
 #include <set>
 #include <string>
 #include <utility>
@@ -24,8 +25,10 @@
 extern "C" {
 #include "nccl/net.h"
 #include "srd/comm.h"
+#include "srd/log.h"
 #include "srd/net.h"
 #include "srd/param.h"
+#include "srd/rma.h"
 }
 #pragma GCC diagnostic pop
 
@@ -1764,4 +1767,73 @@ TEST(LaneSizing, HostProcessCount) {
   EXPECT_EQ(0, access(foreign.c_str(), F_OK)) << "a name not of our shape was removed";
   std::string cmd = std::string("rm -rf ") + dir;
   EXPECT_EQ(0, system(cmd.c_str()));
+}
+
+int forged_warnings = 0;
+void count_warnings(ncclDebugLogLevel level, unsigned long, const char *, int, const char *, ...) {
+  forged_warnings += level == NCCL_LOG_WARN;
+}
+
+// A peer inside the job forging one-sided traffic into an RMA comm: writes
+// with random immediate data naming the comm's write id, and signals with
+// random sequences, stripe counts, windows and offsets, through dispatch as
+// the rails deliver them. Nothing outside the window changes, nothing
+// crashes (the sanitizer build runs this too), the comm stays up, and the
+// warnings go through the limiter.
+TEST_F(Proto, ForgedRmaTrafficStaysInItsWindow) {
+  constexpr size_t kWin = 4096, kGuard = 4096;
+  std::vector<char> mem(kGuard + kWin + kGuard, 0x5a);
+  char *base = mem.data() + kGuard;
+  memset(base, 0, kWin);
+  srd_comm *bs = srd_comm_alloc(&b, true), *ar = srd_comm_alloc(&a, false);
+  ASSERT_TRUE(bs && ar);
+  join(bs, ar, 0);
+  join(ar, bs, 1);
+  srd_rma_coll *coll = srd_rma_coll_new(&b, 2, 0);
+  ASSERT_TRUE(coll);
+  srd_rma_set_peer(coll, 1, bs, r);
+  srd_rma_win *w = nullptr;
+  srd_rma_remote mine{};
+  ASSERT_EQ(SRD_OK, srd_rma_win_new(coll, base, kWin, -1, -1, 0, &w, &mine));
+
+  std::mt19937_64 rng(2312);
+  uint64_t applied = 0;
+  forged_warnings = 0;
+  srd_log_set_logger(count_warnings);
+  char buf[256];
+  for (int i = 0; i < 200000; i++) {
+    uint64_t x = rng();
+    if (x & 1) {
+      uint32_t imm = SRD_IMM_RMA_MARK | static_cast<uint32_t>(x >> 8 & 0xffff0000u) | r->write_id;
+      srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], imm, static_cast<size_t>(x >> 40 & 0xffff), kFromA);
+      continue;
+    }
+    srd_msg_rma_signal m{};
+    m.seq = coll->peers[1].next_apply + static_cast<uint32_t>(x >> 8 & 0xff) - 64;
+    m.nstripes = static_cast<uint8_t>(1 + (x >> 16) % SRD_MAX_STRIPES);
+    m.op = (x >> 20 & 1) ? SRD_RMA_SIGNAL_INC : SRD_RMA_SIGNAL_ADD;
+    m.window = (x >> 21 & 7) == 0 ? static_cast<uint32_t>(x >> 32) : static_cast<uint32_t>(x >> 24 & 1);
+    m.offset = (x >> 25 & 3) == 0 ? (x >> 8) : kWin - 16 + (x >> 27 & 31);
+    m.value = 1;
+    size_t n = srd_msg_encode_rma_signal(buf, sizeof buf, r->id, &m);
+    ASSERT_GT(n, 0u);
+    srd_msg_set_token(buf, r->token);
+    srd_dispatch_handlers.on_message(&b, &b.rails[0], buf, n, kFromA);
+  }
+  srd_log_set_logger(nullptr);
+  EXPECT_LT(forged_warnings, 100) << "200,000 forged operations, one warning each: no limiter";
+  for (size_t k = 0; k < kWin; k += 8) {
+    uint64_t v;
+    memcpy(&v, base + k, 8);
+    applied += v;
+  }
+  for (size_t k = 0; k < kGuard; k++) {
+    ASSERT_EQ(0x5a, mem[k]) << "byte " << kGuard - k << " before the window changed";
+    ASSERT_EQ(0x5a, mem[kGuard + kWin + k]) << "byte " << k << " after the window changed";
+  }
+  EXPECT_GT(applied, 0u) << "no forged signal completed an op: the fuzz reaches too little";
+  EXPECT_EQ(0, r->result) << "forged one-sided traffic is dropped, it does not fail the comm";
+  srd_rma_win_free(w);
+  srd_rma_coll_detach(coll);
+  srd_rma_coll_free(coll);
 }
