@@ -95,7 +95,7 @@ tests_functional_allreduce_LDADD = $(SRD_TEST_LDADD)
 check_PROGRAMS += tests/security/rogue
 TESTS += tests/security/rogue
 tests_security_rogue_SOURCES = tests/security/rogue.c tests/security/rogue_ep.c tests/security/misuse.c \
-	tests/security/insider.c tests/security/unexpected.c tests/security/places.c \
+	tests/security/insider.c tests/security/unexpected.c tests/security/places.c tests/security/floods.c \
 	tests/security/rogue.h src/wire/wire.c
 tests_security_rogue_CPPFLAGS = $(SRD_TEST_CPPFLAGS)
 tests_security_rogue_LDADD = $(SRD_TEST_LDADD) $(FABRIC_LIBS)

@@ -77,8 +77,7 @@ int hello_places(int rank, int nranks, void *arg) {
   char handle[HSIZE], msg[ROGUE_BUF], name[SRD_NAME_MAX];
   st_oob_recv(0, handle, HSIZE, SETUP_MS);
   struct srd_handle h;
-  const char *why;
-  ST_CHECK(srd_handle_decode(handle, &h, &why) == 0, "handle: %s", why);
+  rogue_decode_handle(handle, &h);
   fi_addr_t v = rogue_insert(&r, h.name);
   for (uint32_t i = 0; i < FLOOD; i++) {
     closed_port(name);

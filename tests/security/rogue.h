@@ -63,6 +63,8 @@ struct rogue_peer {
   uint16_t write_id; /* what writes into it carry */
 };
 void rogue_join(struct rogue *r, const char *handle, struct rogue_peer *p);
+/* A listen handle, decoded (the test fails on a bad one). */
+void rogue_decode_handle(const char *handle, struct srd_handle *h);
 /* The next clear-to-send, waited for (others skipped). */
 void rogue_wait_cts(struct rogue *r, struct srd_msg *m);
 
@@ -80,6 +82,8 @@ void *victim_listen(char *handle, int to1, int to2);
 int victim_killed_region(int rank, int nranks, void *arg);
 int api_misuse(int rank, int nranks, void *arg);
 int unexpected_cap(int rank, int nranks, void *arg);
+/* Floods from a joined peer (floods.c). */
+int flood_caps(int rank, int nranks, void *arg);
 /* Hellos naming closed ports against a legitimate peer (places.c). */
 int hello_places(int rank, int nranks, void *arg);
 

@@ -167,10 +167,14 @@ size_t rogue_hello(struct rogue *r, void *buf, const struct srd_handle *h, uint3
   return srd_msg_encode_peer(buf, ROGUE_BUF, SRD_MSG_HELLO, 0, &p);
 }
 
+void rogue_decode_handle(const char *handle, struct srd_handle *h) {
+  const char *why;
+  ST_CHECK(srd_handle_decode(handle, h, &why) == 0, "handle: %s", why);
+}
+
 void rogue_join(struct rogue *r, const char *handle, struct rogue_peer *p) {
   struct srd_handle h;
-  const char *why;
-  ST_CHECK(srd_handle_decode(handle, &h, &why) == 0, "handle: %s", why);
+  rogue_decode_handle(handle, &h);
   p->victim = rogue_insert(r, h.name);
   char msg[ROGUE_BUF];
   size_t len = rogue_hello(r, msg, &h, 0x777, NULL, (uint8_t)r->name_len);
