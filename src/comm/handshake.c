@@ -159,7 +159,10 @@ static struct srd_listener *find_listener(struct srd_dev *dev, uint32_t id) {
  * that hellos naming closed ports cannot hold every place. */
 #define MAX_PENDING_HELLOS 64
 #define MAX_ANSWERING 8
-#define ANSWER_CHECK_MS 100 /* spacing of the checks of an answer's address */
+/* An answer refused this long (a connection to a live peer is made well
+ * within it) has its address checked, then again at this spacing: a legit
+ * peer's provider is not sent an empty connection at every accept. */
+#define ANSWER_CHECK_MS 100
 
 static void on_hello(struct srd_dev *dev, const struct srd_msg_peer *p) {
   struct srd_listener *l = find_listener(dev, p->listener_id);
@@ -260,8 +263,9 @@ int srd_accept(struct srd_listener *l, struct srd_comm **out) {
   for (struct srd_comm **p = &l->answering; *p;) {
     struct srd_comm *c = *p;
     int rc = post_peer_msg(c, SRD_MSG_ACCEPT, c->peer_id, c->peer[0], l->id);
-    uint64_t now = srd_now_ms();
-    bool refused = rc == SRD_AGAIN && dev->rail_ops->peer_refused(&dev->rails[0], c->peer[0], now, ANSWER_CHECK_MS);
+    uint64_t now = srd_now_ms(), since = now + (uint64_t)srd_param_int(SRD_PARAM_CONNECT_TIMEOUT_MS) - c->deadline_ms;
+    bool refused = rc == SRD_AGAIN && since >= ANSWER_CHECK_MS &&
+                   dev->rail_ops->peer_refused(&dev->rails[0], c->peer[0], now, ANSWER_CHECK_MS);
     if (rc == SRD_AGAIN && !refused && now <= c->deadline_ms) {
       p = &c->next_connecting;
       continue;
