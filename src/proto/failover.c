@@ -191,12 +191,16 @@ void srd_proto_on_rail(struct srd_comm *c, const struct srd_msg_rail *m) {
   }
   /* The peer's writes cut off on its rail may still land in the rail of ours
    * they target (r mod our rails) when the link returns: that rail goes down
-   * too, and its keys change. */
+   * too, and its keys change. So do the other lanes of its NIC: they share
+   * the link, and a lane that rejoined while writes cut off on it were not
+   * reported let their rest land in a reused buffer (tcp, failover-lanes). */
   struct srd_dev *dev = c->dev;
   if (m->stale) {
-    int ours = m->rail % dev->nrails;
-    if (!dev->health[ours].down) srd_dev_rail_down(dev, ours, "the peer's writes into it were cut off");
-    taint(dev, ours);
+    int nic = m->rail % dev->nrails % dev->nnics;
+    for (int l = nic; l < dev->nrails; l += dev->nnics) {
+      if (!dev->health[l].down) srd_dev_rail_down(dev, l, "the peer's writes into its NIC were cut off");
+      taint(dev, l);
+    }
   }
   if (c->peer_rails_down & bit) return;
   c->peer_rails_down |= bit;
