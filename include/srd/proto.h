@@ -217,6 +217,7 @@ struct srd_comm {
   /* handshake */
   uint64_t cookie;
   uint64_t deadline_ms;
+  uint64_t answer_since_ms; /* accept: when its answer was first tried */
   const void *connect_key;
   fi_addr_t listener_addr;  /* rail 0 AV entry of the listener, for the hello */
   uint32_t listener_id;

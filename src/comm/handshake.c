@@ -246,7 +246,8 @@ static void start_answers(struct srd_listener *l) {
       srd_comm_close(c);
       continue;
     }
-    c->deadline_ms = srd_now_ms() + (uint64_t)srd_param_int(SRD_PARAM_CONNECT_TIMEOUT_MS);
+    c->answer_since_ms = srd_now_ms();
+    c->deadline_ms = c->answer_since_ms + (uint64_t)srd_param_int(SRD_PARAM_CONNECT_TIMEOUT_MS);
     struct srd_comm **tail = &l->answering;
     while (*tail) tail = &(*tail)->next_connecting;
     c->next_connecting = NULL;
@@ -263,8 +264,8 @@ int srd_accept(struct srd_listener *l, struct srd_comm **out) {
   for (struct srd_comm **p = &l->answering; *p;) {
     struct srd_comm *c = *p;
     int rc = post_peer_msg(c, SRD_MSG_ACCEPT, c->peer_id, c->peer[0], l->id);
-    uint64_t now = srd_now_ms(), since = now + (uint64_t)srd_param_int(SRD_PARAM_CONNECT_TIMEOUT_MS) - c->deadline_ms;
-    bool refused = rc == SRD_AGAIN && since >= ANSWER_CHECK_MS &&
+    uint64_t now = srd_now_ms();
+    bool refused = rc == SRD_AGAIN && now - c->answer_since_ms >= ANSWER_CHECK_MS &&
                    dev->rail_ops->peer_refused(&dev->rails[0], c->peer[0], now, ANSWER_CHECK_MS);
     if (rc == SRD_AGAIN && !refused && now <= c->deadline_ms) {
       p = &c->next_connecting;

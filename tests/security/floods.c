@@ -62,11 +62,9 @@ int flood_caps(int rank, int nranks, void *arg) {
     return 0;
   }
   struct rogue r;
-  rogue_open(&r, ctx->provider);
-  char handle[HSIZE];
-  st_oob_recv(0, handle, HSIZE, SETUP_MS);
   struct rogue_peer p;
-  rogue_join(&r, handle, &p);
+  struct srd_handle h;
+  rogue_start(&r, ctx->provider, &p, &h);
   fi_addr_t v = p.victim;
   char msg[ROGUE_BUF];
   int sent = 0;
@@ -80,8 +78,6 @@ int flood_caps(int rank, int nranks, void *arg) {
   char d = 'd', g;
   st_oob_send(0, &d, 1);
   st_oob_recv(0, &g, 1, 120000);
-  struct srd_handle h;
-  rogue_decode_handle(handle, &h);
   for (int i = 0; i < 300; i++) {
     size_t len = rogue_hello(&r, msg, &h, 0x1000 + (uint32_t)i, NULL, (uint8_t)r.name_len);
     if (rogue_send(&r, v, msg, len, OP_MS)) break;

@@ -134,11 +134,8 @@ static size_t random_msg(uint64_t *s, char *msg, uint32_t dst) {
 
 static int fuzz_rogue(const struct st_ctx *ctx) {
   struct rogue r;
-  rogue_open(&r, ctx->provider);
-  char handle[HSIZE];
-  st_oob_recv(0, handle, HSIZE, SETUP_MS);
   struct rogue_peer p;
-  rogue_join(&r, handle, &p);
+  rogue_start(&r, ctx->provider, &p, NULL);
   struct srd_msg m;
   rogue_wait_cts(&r, &m);
   uint64_t addr = m.u.cts.e[0].addr, key = srd_cts_key(&m.u.cts, 0, 0);
@@ -241,11 +238,8 @@ int insider_nested(int rank, int nranks, void *arg) {
   if (rank == 2) return legit_sender(rank);
   if (rank == 1) {
     struct rogue r;
-    rogue_open(&r, ((const struct st_ctx *)arg)->provider);
-    char handle[HSIZE];
-    st_oob_recv(0, handle, HSIZE, SETUP_MS);
     struct rogue_peer p;
-    rogue_join(&r, handle, &p);
+    rogue_start(&r, ((const struct st_ctx *)arg)->provider, &p, NULL);
     struct srd_msg m;
     rogue_wait_cts(&r, &m);
     ST_CHECK(m.u.cts.e[0].len == NESTED_SIZE, "clear-to-send for %llu bytes", (unsigned long long)m.u.cts.e[0].len);
@@ -294,11 +288,8 @@ int insider_closed_peer(int rank, int nranks, void *arg) {
   char go = 'g';
   if (rank == 1) {
     struct rogue r;
-    rogue_open(&r, ((const struct st_ctx *)arg)->provider);
-    char handle[HSIZE];
-    st_oob_recv(0, handle, HSIZE, SETUP_MS);
     struct rogue_peer p;
-    rogue_join(&r, handle, &p);
+    rogue_start(&r, ((const struct st_ctx *)arg)->provider, &p, NULL);
     st_oob_recv(0, &go, 1, SETUP_MS);
     static char junk[FLOOD_SIZE];
     static struct fi_context2 ctx[FLOOD];

@@ -155,11 +155,9 @@ static int cts(int rank, int nranks, void *arg) {
     return 0;
   }
   struct rogue r;
-  rogue_open(&r, ((const struct st_ctx *)arg)->provider);
-  char handle[HSIZE];
-  st_oob_recv(0, handle, HSIZE, SETUP_MS);
   struct rogue_peer p;
-  rogue_join(&r, handle, &p);
+  struct srd_handle h;
+  rogue_start(&r, ((const struct st_ctx *)arg)->provider, &p, &h);
   fi_addr_t v = p.victim;
   struct srd_msg m;
   rogue_wait_cts(&r, &m);
@@ -184,8 +182,6 @@ static int cts(int rank, int nranks, void *arg) {
    * read): a receive buffer is written by the peer, never read. */
   struct rogue fresh;
   rogue_open(&fresh, ((const struct st_ctx *)arg)->provider);
-  struct srd_handle h;
-  rogue_decode_handle(handle, &h);
   fi_addr_t fv = rogue_insert(&fresh, h.name);
   if (rogue_read(&fresh, fv, big, size, addr, key, PROBE_MS) == 0) hits++, st_note("read the receive buffer");
   rogue_close(&fresh);

@@ -63,6 +63,9 @@ struct rogue_peer {
   uint16_t write_id; /* what writes into it carry */
 };
 void rogue_join(struct rogue *r, const char *handle, struct rogue_peer *p);
+/* Opened, given rank 0's listen handle (decoded into h unless NULL) and
+ * joined as above. */
+void rogue_start(struct rogue *r, const char *prov, struct rogue_peer *p, struct srd_handle *h);
 /* A listen handle, decoded (the test fails on a bad one). */
 void rogue_decode_handle(const char *handle, struct srd_handle *h);
 /* The next clear-to-send, waited for (others skipped). */

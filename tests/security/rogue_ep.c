@@ -187,6 +187,14 @@ void rogue_join(struct rogue *r, const char *handle, struct rogue_peer *p) {
   p->write_id = m.u.peer.write_id;
 }
 
+void rogue_start(struct rogue *r, const char *prov, struct rogue_peer *p, struct srd_handle *h) {
+  rogue_open(r, prov);
+  char handle[HSIZE];
+  st_oob_recv(0, handle, HSIZE, SETUP_MS);
+  rogue_join(r, handle, p);
+  if (h) rogue_decode_handle(handle, h);
+}
+
 void rogue_wait_cts(struct rogue *r, struct srd_msg *m) {
   do ST_CHECK(rogue_recv(r, m, SETUP_MS) == 0, "rogue: no clear-to-send");
   while (m->type != SRD_MSG_CTS);
