@@ -2,8 +2,10 @@
  * whole device when its link does (kernel interfaces: operstate or carrier)
  * or its CQ cannot be read; for one comm when a write or control message of
  * that comm failed on it. Its stripes then move to the rails left (send.c
- * re-sends the ones it carried that have not landed, with the same immediate
- * data, which names the stripe, so the receiver counts it once); receive
+ * re-sends the ones it carried that have not completed, with the same
+ * immediate data, which names the stripe, so the receiver counts it once;
+ * an original that landed unacknowledged lets the copy land after the
+ * receive completed: DESIGN.md, "Known hole"); receive
  * comms post again the clear-to-sends no write has answered (one may sit on
  * the dead link); the peer is told (RAIL message) and stops using its rails
  * that map onto the dead one. Only a comm with no rail left fails, naming
@@ -191,16 +193,12 @@ void srd_proto_on_rail(struct srd_comm *c, const struct srd_msg_rail *m) {
   }
   /* The peer's writes cut off on its rail may still land in the rail of ours
    * they target (r mod our rails) when the link returns: that rail goes down
-   * too, and its keys change. So do the other lanes of its NIC: they share
-   * the link, and a lane that rejoined while writes cut off on it were not
-   * reported let their rest land in a reused buffer (tcp, failover-lanes). */
+   * too, and its keys change. */
   struct srd_dev *dev = c->dev;
   if (m->stale) {
-    int nic = m->rail % dev->nrails % dev->nnics;
-    for (int l = nic; l < dev->nrails; l += dev->nnics) {
-      if (!dev->health[l].down) srd_dev_rail_down(dev, l, "the peer's writes into its NIC were cut off");
-      taint(dev, l);
-    }
+    int ours = m->rail % dev->nrails;
+    if (!dev->health[ours].down) srd_dev_rail_down(dev, ours, "the peer's writes into it were cut off");
+    taint(dev, ours);
   }
   if (c->peer_rails_down & bit) return;
   c->peer_rails_down |= bit;
