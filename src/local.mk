@@ -8,7 +8,7 @@ libsrd_core_la_SOURCES = \
 	src/rail/shm_names.c \
 	src/mr/mr_cache.c \
 	src/wire/wire.c src/sched/sched.c \
-	src/proto/dev.c src/proto/comms.c src/proto/ctrl.c src/proto/probe.c src/proto/failover.c src/proto/lanes.c src/proto/regs.c \
+	src/proto/dev.c src/proto/comms.c src/proto/ctrl.c src/proto/probe.c src/proto/failover.c src/proto/fence.c src/proto/lanes.c src/proto/regs.c \
 	src/proto/request.c src/proto/send.c src/proto/recv.c src/proto/bye.c src/proto/flush.c \
 	src/proto/rma.c src/proto/rma_target.c \
 	src/comm/dispatch.c src/comm/handshake.c src/comm/close.c src/comm/net.c src/comm/rma_net.c

@@ -94,6 +94,15 @@ struct srd_req {
   int nstripes, posted, completed;
   uint32_t stripes_done; /* by index: completed at least once (an original and its re-send count once) */
   uint32_t resend;       /* by index: to post again on a healthy rail (failover) */
+  /* Failover's fence (DESIGN.md, "Re-sends wait for the receiver"): stripes
+   * whose original may have landed unacknowledged, re-sent only once the
+   * peer's answer to fence round unsure_round says the receive is open;
+   * settle_round: the peer holds that receive until told SETTLED, once no
+   * copy (copies: in flight) or unsure stripe is left. */
+  uint32_t unsure, unsure_round, settle_round;
+  uint32_t settle_seq; /* send: the held receive's first message sequence */
+  int copies;
+  uint32_t held_round; /* receive: held since this fence round until the sender's SETTLED */
   int remote_entry;     /* which buffer of the peer's group */
   uint8_t remote_slot;  /* the peer's receive, from its clear-to-send */
   uint64_t raddr;
@@ -184,6 +193,9 @@ struct srd_comm {
   uint32_t rails_bad, peer_rails_down;
   uint32_t probe_wait;  /* rails whose probe this round it has not answered yet */
   uint32_t stale_due;   /* rails whose stale notice the provider refused: told again */
+  uint32_t fence_round; /* send: the last fence round asked of the peer */
+  uint32_t fenced_due;  /* receive: the fence round whose answer the provider refused (0: none) */
+  bool settle_due;      /* send: a request waits to tell the peer SETTLED */
   bool failover_seen;
   unsigned ctrl_cursor, sched_cursor;
   int ops_in_flight;    /* posted operations whose completion is pending */
@@ -575,12 +587,27 @@ void srd_proto_on_cts(struct srd_comm *c, const struct srd_msg_cts *m);
 void srd_proto_on_eager(struct srd_comm *c, const struct srd_msg_eager *m);
 void srd_proto_on_trunc(struct srd_comm *c, const struct srd_msg_trunc *m);
 void srd_proto_on_write(struct srd_comm *c, struct srd_imm imm, size_t len);
-/* Failover: post again, on healthy rails, the stripes of c's sends that rail
- * l carried and that have not completed (true when there were any); on a
- * receive comm, post again the clear-to-sends no write has answered yet (one
- * may sit on the dead link). */
-bool srd_proto_resend_stripes(struct srd_comm *c, int l);
+/* Failover: hold the stripes of c's sends that rail l carried and that have
+ * not completed (true when there were any): they are unsure until the
+ * peer's answer to fence round `round` (src/proto/fence.c). */
+bool srd_proto_hold_stripes(struct srd_comm *c, int l, uint32_t round);
+/* Post what r has to post, or queue it. */
+void srd_proto_resend(struct srd_req *r);
+/* Stripes of r known to have landed (completed, or the receive completed). */
+void srd_proto_stripes_landed(struct srd_req *r, uint32_t mask);
+/* A receive comm posts again the clear-to-sends no write has answered yet
+ * (one may sit on the dead link). */
 void srd_proto_repost_cts(struct srd_comm *c);
+/* The fence (src/proto/fence.c). Receiver: the sender's stale rail is
+ * tainted by the caller; hold every open receive and answer with them.
+ * Sender: the answer re-sends held stripes of open receives only; SETTLED
+ * tells the peer that no copy for a held receive is in flight any more. */
+void srd_proto_answer_fence(struct srd_comm *c, uint32_t round);
+void srd_proto_on_fenced(struct srd_comm *c, const struct srd_msg_fenced *m);
+void srd_proto_settle(struct srd_comm *c);
+void srd_proto_on_settled(struct srd_comm *c, const struct srd_msg_settled *m);
+/* A receive all of whose entries completed finishes, unless a fence holds it. */
+void srd_recv_finish(struct srd_req *r);
 /* Free the re-sent stripes' descriptors (device close, rails closed). */
 void srd_dev_free_resends(struct srd_dev *dev);
 void srd_proto_on_rts(struct srd_comm *c, const struct srd_msg_rts *m);
@@ -626,6 +653,8 @@ struct srd_req *srd_req_get(struct srd_comm *c, enum srd_req_kind kind);
 void srd_req_put_all(struct srd_comm *c);
 /* Free the pools (device close). */
 void srd_pools_free(struct srd_dev *dev);
+/* A send told its peer SETTLED: its slot is free once released and idle. */
+void srd_req_settled(struct srd_req *r);
 /* NCCL saw the request done: recycle it once no operation names it. */
 void srd_req_release(struct srd_req *r);
 void srd_req_finish(struct srd_req *r, int result);

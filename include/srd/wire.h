@@ -129,6 +129,8 @@ enum srd_msg_type {
   SRD_MSG_PROBE,      /* either way: is a down rail usable again? answered on the rail it came by */
   SRD_MSG_RMA_SIGNAL, /* RMA origin -> target: op seq's signal (and its stripe count) */
   SRD_MSG_RMA_ACK,    /* RMA target -> origin: ops before seq are applied (flow control) */
+  SRD_MSG_FENCED,     /* receiver -> sender: a stale rail is fenced; these receives are open and held */
+  SRD_MSG_SETTLED,    /* sender -> receiver: no copy for that receive is in flight any more */
 };
 
 struct srd_msg_peer { /* HELLO and ACCEPT */
@@ -180,9 +182,31 @@ struct srd_msg_bye {
 #define SRD_BYE_DRAINED 0x1
 
 struct srd_msg_rail {
-  uint8_t rail;  /* the sender's rail index */
-  uint8_t up;    /* 1: it rejoined; 0: it is down */
-  uint8_t stale; /* down: writes of ours were in flight on it (their bytes may still land) */
+  uint8_t rail;   /* the sender's rail index */
+  uint8_t up;     /* 1: it rejoined; 0: it is down */
+  uint8_t stale;  /* down: writes of ours were in flight on it (their bytes may still land) */
+  uint32_t round; /* stale: the sender's fence round, echoed in the FENCED answer */
+};
+
+/* The answer to a stale rail notice (DESIGN.md, "Re-sends wait for the
+ * receiver"): the rail is fenced, and these receives (by the message
+ * sequences they cover: seq .. seq + count - 1) had a clear-to-send out, were
+ * open, and are held until SETTLED. Every other receive the sender wrote to
+ * has completed: nothing may be re-sent to it. */
+struct srd_fenced_recv {
+  uint32_t seq;
+  uint8_t count;
+};
+
+struct srd_msg_fenced {
+  uint32_t round;
+  uint8_t n;
+  struct srd_fenced_recv open[SRD_RECV_SLOTS];
+};
+
+struct srd_msg_settled {
+  uint32_t round; /* the fence round it answers */
+  uint32_t seq;   /* the held receive's first message sequence */
 };
 
 /* A probe goes from the prober's rail `rail` and is answered from the rail it
@@ -236,6 +260,8 @@ struct srd_msg {
     struct srd_msg_probe probe;
     struct srd_msg_rma_signal rma_signal;
     struct srd_msg_rma_ack rma_ack;
+    struct srd_msg_fenced fenced;
+    struct srd_msg_settled settled;
   } u;
 };
 
@@ -256,6 +282,8 @@ size_t srd_msg_encode_rts(void *buf, size_t cap, uint32_t dst_comm, uint32_t seq
 size_t srd_msg_encode_probe(void *buf, size_t cap, uint32_t dst_comm, const struct srd_msg_probe *m);
 size_t srd_msg_encode_rma_signal(void *buf, size_t cap, uint32_t dst_comm, const struct srd_msg_rma_signal *m);
 size_t srd_msg_encode_rma_ack(void *buf, size_t cap, uint32_t dst_comm, uint32_t seq);
+size_t srd_msg_encode_fenced(void *buf, size_t cap, uint32_t dst_comm, const struct srd_msg_fenced *m);
+size_t srd_msg_encode_settled(void *buf, size_t cap, uint32_t dst_comm, const struct srd_msg_settled *m);
 
 /* Encoders write token 0; the sender stamps the peer's token into the
  * encoded message (srd_comm_send_ctrl). */

@@ -136,6 +136,12 @@ static void deliver(struct srd_comm *c, struct srd_rail *rail, fi_addr_t src, co
   case SRD_MSG_RMA_ACK:
     if (c->is_send && c->rma) srd_rma_on_ack(c, &m.u.rma_ack);
     break;
+  case SRD_MSG_FENCED:
+    if (c->is_send) srd_proto_on_fenced(c, &m.u.fenced);
+    break;
+  case SRD_MSG_SETTLED:
+    if (!c->is_send) srd_proto_on_settled(c, &m.u.settled);
+    break;
   default:
     break;
   }

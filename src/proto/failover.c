@@ -82,7 +82,7 @@ static void set_polled(struct srd_dev *dev, int l, bool polled) {
 }
 
 static void tell_peer(struct srd_comm *c, int l, bool up, bool stale) {
-  struct rail_notice n = {c, {(uint8_t)l, up, stale}};
+  struct rail_notice n = {c, {(uint8_t)l, up, stale, stale ? c->fence_round : 0}};
   /* Best effort, but for the stale mark: without it the peer would let our
    * cut-off bytes land in reused buffers, so a refused one is told again. */
   int rc = srd_comm_send_ctrl(c, FI_ADDR_UNSPEC, encode_rail, &n, NULL);
@@ -106,6 +106,21 @@ void srd_comm_fail_no_rail(struct srd_comm *c) {
   srd_comm_fail(c, SRD_ERR_SYSTEM, "no rail left to the peer: %s", text);
 }
 
+/* Stripes that lost rails carried and that did not complete are held, and
+ * the peer is asked to fence those rails (a stale notice, with the next
+ * round): the rest of a write cut off on one may still land when its link
+ * returns, and one that landed unacknowledged must not be written again into
+ * a receive that completed (src/proto/fence.c). */
+static void fence_lost_rails(struct srd_comm *c) {
+  uint32_t round = c->fence_round + 1, rails = 0;
+  for (int r = 0; r < c->dev->nrails; r++)
+    if (!(srd_comm_usable_paths(c) >> (r * c->dev->neps) & 1) && srd_proto_hold_stripes(c, r, round))
+      rails |= 1u << r;
+  if (!rails) return;
+  c->fence_round = round;
+  for (; rails; rails &= rails - 1) tell_peer(c, __builtin_ctz(rails), false, true);
+}
+
 /* What c does once some of its paths are gone: fail when none is left,
  * otherwise move what the gone ones carried. */
 static void comm_lost_paths(struct srd_comm *c) {
@@ -115,11 +130,7 @@ static void comm_lost_paths(struct srd_comm *c) {
     return;
   }
   if (c->is_send) {
-    /* Writes cut off on a rail may still land at the peer when its link
-     * returns: the peer keeps the rail they target out for good. */
-    for (int r = 0; r < c->dev->nrails; r++)
-      if (!(srd_comm_usable_paths(c) >> (r * c->dev->neps) & 1) && srd_proto_resend_stripes(c, r))
-        tell_peer(c, r, false, true);
+    fence_lost_rails(c);
     srd_proto_reask_cts(c);
   } else {
     srd_proto_repost_cts(c);
@@ -183,7 +194,12 @@ static bool old_keys_open(const struct srd_dev *dev) {
 }
 
 void srd_proto_on_rail(struct srd_comm *c, const struct srd_msg_rail *m) {
-  if (!c->dev->failover || m->rail >= c->remote_rails || m->rail >= 32) return;
+  /* A sender that holds stripes waits for the answer, whatever our side. */
+  bool answer = m->stale && !c->is_send;
+  if (!c->dev->failover || m->rail >= c->remote_rails || m->rail >= 32) {
+    if (answer) srd_proto_answer_fence(c, m->round);
+    return;
+  }
   uint32_t bit = 1u << m->rail;
   if (m->up) {
     if (c->peer_rails_down & bit)
@@ -200,6 +216,7 @@ void srd_proto_on_rail(struct srd_comm *c, const struct srd_msg_rail *m) {
     if (!dev->health[ours].down) srd_dev_rail_down(dev, ours, "the peer's writes into it were cut off");
     taint(dev, ours);
   }
+  if (answer) srd_proto_answer_fence(c, m->round); /* after the taint: the rail is fenced */
   if (c->peer_rails_down & bit) return;
   c->peer_rails_down |= bit;
   SRD_WARN("comm %#x: the peer reports its rail %d down; our rails mapped onto it carry nothing for it", c->id,
@@ -357,7 +374,9 @@ void srd_dev_check_rails(struct srd_dev *dev, uint64_t now) {
   if (any_down && dev->failover && !rails_left(dev, &mbps)) fail_all(dev);
   for (int k = 0; k < dev->comms_end; k++) {
     struct srd_comm *c = dev->comms[k];
-    for (uint32_t due = c && !c->result ? c->stale_due : 0; due; due &= due - 1)
-      tell_peer(c, __builtin_ctz(due), false, true);
+    if (!c || c->result) continue;
+    for (uint32_t due = c->stale_due; due; due &= due - 1) tell_peer(c, __builtin_ctz(due), false, true);
+    if (c->fenced_due) srd_proto_answer_fence(c, c->fenced_due);
+    if (c->settle_due) srd_proto_settle(c);
   }
 }

@@ -9,7 +9,11 @@
 
 static void entry_complete(struct srd_req *r, struct srd_recv_entry *e) {
   e->complete = true;
-  if (++r->entries_done < r->n) return;
+  if (++r->entries_done == r->n) srd_recv_finish(r);
+}
+
+void srd_recv_finish(struct srd_req *r) {
+  if (r->held_round) return; /* a copy may still be in flight to it */
   if (r->cts_sent) srd_recv_comm(r->comm)->cleared--; /* no write can come for it any more */
   srd_req_finish(r, r->result);
 }

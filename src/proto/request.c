@@ -51,7 +51,9 @@ struct srd_req *srd_req_get(struct srd_comm *c, enum srd_req_kind kind) {
   r->outstanding = 0;
   r->n = r->entries_done = 0;
   r->nstripes = r->posted = r->completed = 0;
-  r->stripes_done = r->resend = 0;
+  r->stripes_done = r->resend = r->unsure = 0;
+  r->unsure_round = r->settle_round = r->held_round = 0;
+  r->copies = 0;
   r->next_pending = r->prev_pending = NULL;
   c->reqs[i] = r;
   c->reqs_in_flight++;
@@ -154,13 +156,22 @@ static bool may_be_written(const struct srd_req *r) {
   return r->kind == SRD_REQ_RECV && r->cts_sent && r->entries_done < r->n;
 }
 
+/* A send whose peer holds the receive it wrote to until told SETTLED keeps
+ * its slot until then (src/proto/fence.c). */
+static bool keeps_slot(const struct srd_req *r) { return may_be_written(r) || r->settle_round; }
+
+void srd_req_settled(struct srd_req *r) {
+  r->settle_round = 0;
+  if (r->released && r->outstanding == 0 && !keeps_slot(r)) recycle(r);
+}
+
 void srd_req_release(struct srd_req *r) {
   if (!r->done) srd_req_finish(r, r->result);
   r->released = true;
-  if (r->outstanding == 0 && !may_be_written(r)) recycle(r);
+  if (r->outstanding == 0 && !keeps_slot(r)) recycle(r);
 }
 
 void srd_req_op_done(struct srd_req *r) {
   r->outstanding--;
-  if (r->released && r->outstanding == 0 && !may_be_written(r)) recycle(r);
+  if (r->released && r->outstanding == 0 && !keeps_slot(r)) recycle(r);
 }

@@ -122,6 +122,7 @@ static void stripe_done(struct srd_op *op, int err, const char *errstr) {
   if (copy) {
     resend_unlink(c->dev, (struct srd_resend *)op);
     free(op);
+    r->copies--;
   }
   c->ops_in_flight--;
   c->writes_in_flight--;
@@ -131,21 +132,25 @@ static void stripe_done(struct srd_op *op, int err, const char *errstr) {
   } else if (err && c->dev->failover && !c->result && !r->done) {
     char why[160];
     snprintf(why, sizeof(why), "RDMA write failed: %s", errstr ? errstr : fi_strerror(-err));
-    srd_comm_rail_failed(c, l, why); /* re-sends what l carried, this stripe too */
-    if (!c->result && !(r->resend >> i & 1) && r->stripes[i].path / c->dev->neps == l) {
-      r->resend |= 1u << i;
-      srd_pending_add(r);
-    }
+    srd_comm_rail_failed(c, l, why); /* holds what l carried, this stripe too, and fences l */
   } else if (err) {
     srd_comm_fail(c, SRD_ERR_REMOTE, "RDMA write failed: %s", errstr ? errstr : fi_strerror(-err));
     srd_req_finish(r, SRD_ERR_REMOTE);
   } else {
-    r->stripes_done |= 1u << i;
-    r->resend &= ~(1u << i);
-    if (++r->completed == r->nstripes) srd_req_finish(r, r->result);
+    srd_proto_stripes_landed(r, 1u << i);
   }
+  if (c->settle_due) srd_proto_settle(c);
   srd_req_op_done(r);
   srd_proto_bye_progress(c);
+}
+
+void srd_proto_stripes_landed(struct srd_req *r, uint32_t mask) {
+  mask &= ~r->stripes_done;
+  r->stripes_done |= mask;
+  r->resend &= ~mask;
+  r->unsure &= ~mask;
+  r->completed += __builtin_popcount(mask);
+  if (mask && r->completed == r->nstripes) srd_req_finish(r, r->result);
 }
 
 /* Post stripe i of r on path into w; the provider's answer (0, -FI_EAGAIN,
@@ -219,6 +224,7 @@ static int post_resends(struct srd_req *r, bool *queued) {
     c->sched_cursor++;
     r->stripes[i].path = path;
     r->resend &= ~(1u << i);
+    r->copies++;
     r->outstanding++;
     c->ops_in_flight++;
     c->writes_in_flight++;
@@ -255,20 +261,25 @@ static int post_stripes(struct srd_req *r) {
   return rc;
 }
 
-bool srd_proto_resend_stripes(struct srd_comm *c, int l) {
-  bool moved = false;
+bool srd_proto_hold_stripes(struct srd_comm *c, int l, uint32_t round) {
+  bool held = false;
   for (int k = 0; k < SRD_REQS_PER_COMM; k++) {
     struct srd_req *r = c->reqs[k];
     if (!r || r->kind != SRD_REQ_SEND || r->done || !r->nstripes) continue;
     uint32_t mark = 0;
     for (int i = 0; i < r->posted; i++)
-      if (!(r->stripes_done >> i & 1) && r->stripes[i].path / c->dev->neps == l) mark |= 1u << i;
+      if (!((r->stripes_done | r->resend | r->unsure) >> i & 1) && r->stripes[i].path / c->dev->neps == l)
+        mark |= 1u << i;
     if (!mark) continue;
-    moved = true;
-    r->resend |= mark;
-    if (post_stripes(r) == SRD_AGAIN) srd_pending_add(r);
+    held = true;
+    r->unsure |= mark;
+    r->unsure_round = round;
   }
-  return moved;
+  return held;
+}
+
+void srd_proto_resend(struct srd_req *r) {
+  if (post_stripes(r) == SRD_AGAIN) srd_pending_add(r);
 }
 
 /* A comm's refused work in order, until the provider refuses again. */

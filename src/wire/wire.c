@@ -193,6 +193,28 @@ size_t srd_msg_encode_rail(void *buf, size_t cap, uint32_t dst_comm, const struc
   put(&c, m->rail, 1);
   put(&c, m->up, 1);
   put(&c, m->stale, 1);
+  put(&c, m->round, 4);
+  return written(&c, buf);
+}
+
+size_t srd_msg_encode_fenced(void *buf, size_t cap, uint32_t dst_comm, const struct srd_msg_fenced *m) {
+  if (m->n > SRD_RECV_SLOTS) return 0;
+  struct cur c = writer(buf, cap);
+  put_header(&c, SRD_MSG_FENCED, dst_comm);
+  put(&c, m->round, 4);
+  put(&c, m->n, 1);
+  for (int i = 0; i < m->n; i++) {
+    put(&c, m->open[i].seq, 4);
+    put(&c, m->open[i].count, 1);
+  }
+  return written(&c, buf);
+}
+
+size_t srd_msg_encode_settled(void *buf, size_t cap, uint32_t dst_comm, const struct srd_msg_settled *m) {
+  struct cur c = writer(buf, cap);
+  put_header(&c, SRD_MSG_SETTLED, dst_comm);
+  put(&c, m->round, 4);
+  put(&c, m->seq, 4);
   return written(&c, buf);
 }
 
@@ -330,6 +352,7 @@ int srd_msg_decode(const void *buf, size_t len, struct srd_msg *m, const char **
     m->u.rail.rail = (uint8_t)get(&c, 1);
     m->u.rail.up = (uint8_t)get(&c, 1);
     m->u.rail.stale = (uint8_t)get(&c, 1);
+    m->u.rail.round = (uint32_t)get(&c, 4);
     if (c.bad) return *why = "truncated rail notice", -1;
     if (m->u.rail.rail >= SRD_MAX_PATHS || m->u.rail.up > 1 ||
         m->u.rail.stale > !m->u.rail.up)
@@ -361,6 +384,24 @@ int srd_msg_decode(const void *buf, size_t len, struct srd_msg *m, const char **
   case SRD_MSG_RMA_ACK:
     m->u.rma_ack.seq = (uint32_t)get(&c, 4);
     if (c.bad) return *why = "truncated RMA acknowledgement", -1;
+    break;
+  case SRD_MSG_FENCED:
+    m->u.fenced.round = (uint32_t)get(&c, 4);
+    m->u.fenced.n = (uint8_t)get(&c, 1);
+    if (c.bad) return *why = "truncated fence answer", -1;
+    if (m->u.fenced.n > SRD_RECV_SLOTS) return *why = "fence answer names too many receives", -1;
+    for (int i = 0; i < m->u.fenced.n; i++) {
+      m->u.fenced.open[i].seq = (uint32_t)get(&c, 4);
+      m->u.fenced.open[i].count = (uint8_t)get(&c, 1);
+      if (m->u.fenced.open[i].count < 1 || m->u.fenced.open[i].count > SRD_MAX_RECVS)
+        return *why = "bad receive in a fence answer", -1;
+    }
+    if (c.bad) return *why = "truncated fence answer", -1;
+    break;
+  case SRD_MSG_SETTLED:
+    m->u.settled.round = (uint32_t)get(&c, 4);
+    m->u.settled.seq = (uint32_t)get(&c, 4);
+    if (c.bad) return *why = "truncated settle notice", -1;
     break;
   default:
     return *why = "unknown message type", -1;

@@ -827,6 +827,96 @@ TEST_F(TwoRails, ProbeRoundWhoseAnswerIsLostEndsAndTheRailRejoins) {
   EXPECT_EQ(0u, s->rails_bad);
 }
 
+// A rail failed under a message whose writes on it all landed, but whose
+// acknowledgements were cut off: the receive completed and its buffer may be
+// reused. The sender must not write those stripes again before the receiver
+// said which receives are open (DESIGN.md, "Re-sends wait for the
+// receiver"); told that this one completed, it writes nothing and its send
+// completes.
+TEST_F(TwoRails, StripeThatLandedUnacknowledgedIsNotWrittenAgainIntoACompletedReceive) {
+  a.failover = b.failover = true;
+  a.sched.npaths = 2;
+  a.sched.threshold = 4096; // striped over both rails
+  std::vector<char> out = pattern(16384, 41), in(16384), next = pattern(16384, 42);
+  Reg ro(out), ri(in);
+  Reg *regs[] = {&ri};
+  srd_req *rr = irecv(1, &in, regs, nullptr);
+  deliver_and_complete_sends();
+  srd_req *sr = isend(out, ro, out.size(), 0);
+  ASSERT_EQ(4u, g.writes.size());
+  size_t on_rail1 = 0;
+  for (size_t i = 0; i < g.writes.size(); i++) {
+    deliver_write(i);
+    on_rail1 += g.writes[i].rail == &a.rails[1];
+  }
+  ASSERT_GT(on_rail1, 0u) << "the case needs a stripe on rail 1";
+  for (size_t i = 0; i < g.writes.size();)
+    if (g.writes[i].rail == &a.rails[0]) complete_write(i);
+    else i++;
+  ASSERT_TRUE(rr->done);
+  EXPECT_EQ(0, memcmp(out.data(), in.data(), in.size()));
+  srd_req_release(rr);
+  memcpy(in.data(), next.data(), next.size()); // NCCL reuses the buffer
+  srd_dev_rail_down(&a, 1, "link down (test)");
+  EXPECT_EQ(on_rail1, g.writes.size()) << "stripes written again before the receiver answered";
+  deliver_and_complete_sends();
+  EXPECT_EQ(on_rail1, g.writes.size()) << "stripes written again into a receive that completed";
+  EXPECT_EQ(0, memcmp(next.data(), in.data(), in.size()));
+  EXPECT_TRUE(sr->done) << "the send did not complete once the receive was known complete";
+  EXPECT_EQ(0, sr->result);
+  EXPECT_EQ(0, s->result);
+  EXPECT_EQ(0, r->result);
+  srd_req_release(sr);
+}
+
+// The same failure while the receive is open: the receiver holds it, the
+// sender writes the stripes the dead rail carried again on the other rail,
+// and the receive completes only once the sender said that no copy is in
+// flight any more (SETTLED), not when the last stripe is counted.
+TEST_F(TwoRails, OpenReceiveIsHeldUntilTheSenderSettles) {
+  a.failover = b.failover = true;
+  a.sched.npaths = 2;
+  a.sched.threshold = 4096;
+  std::vector<char> out = pattern(16384, 43), in(16384);
+  Reg ro(out), ri(in);
+  Reg *regs[] = {&ri};
+  srd_req *rr = irecv(1, &in, regs, nullptr);
+  deliver_and_complete_sends();
+  srd_req *sr = isend(out, ro, out.size(), 0);
+  ASSERT_EQ(4u, g.writes.size());
+  size_t on_rail1 = 0;
+  for (size_t i = 0; i < g.writes.size();)
+    if (g.writes[i].rail == &a.rails[0]) {
+      deliver_write(i);
+      complete_write(i);
+    } else {
+      i++;
+      on_rail1++;
+    }
+  ASSERT_GT(on_rail1, 0u);
+  ASSERT_FALSE(rr->done);
+  srd_dev_rail_down(&a, 1, "link down (test)");
+  EXPECT_EQ(on_rail1, g.writes.size()) << "stripes written again before the receiver answered";
+  deliver_and_complete_sends(); // the stale notice; the receiver's answer
+  ASSERT_EQ(2 * on_rail1, g.writes.size()) << "the open receive's missing stripes were not written again";
+  for (size_t i = on_rail1; i < g.writes.size(); i++) EXPECT_EQ(&a.rails[0], g.writes[i].rail);
+  while (g.writes.size() > on_rail1) {
+    deliver_write(on_rail1);
+    EXPECT_FALSE(rr->done) << "completed while a copy of its stripes was in flight";
+    complete_write(on_rail1);
+  }
+  EXPECT_EQ(0, memcmp(out.data(), in.data(), in.size()));
+  EXPECT_FALSE(rr->done) << "completed before the sender said SETTLED";
+  deliver_and_complete_sends(); // SETTLED
+  EXPECT_TRUE(rr->done) << "a settled receive never completes";
+  EXPECT_EQ(0, rr->result);
+  EXPECT_TRUE(sr->done);
+  EXPECT_EQ(0, s->result);
+  EXPECT_EQ(0, r->result);
+  srd_req_release(sr);
+  srd_req_release(rr);
+}
+
 // The registrations of a rail are made again under new keys (rail failover
 // after writes were cut off on it) and the old ones closed; the other rails'
 // stay. A dma-buf registration, which cannot be made again, changes nothing.

@@ -634,14 +634,15 @@ TEST(Msg, TruncPingByeRoundTrip) {
   expect_rejected(odd, odd.size(), "unknown close notice flags");
 
   std::vector<uint8_t> rail(64);
-  struct srd_msg_rail down = {31, 0, 1};
+  struct srd_msg_rail down = {31, 0, 1, 0x89abcdefu};
   rail.resize(srd_msg_encode_rail(rail.data(), rail.size(), 7, &down));
-  ASSERT_EQ(kHeader + 3, rail.size());
+  ASSERT_EQ(kHeader + 7, rail.size());
   ASSERT_EQ(0, decode(rail, rail.size(), &m, &why)) << (why ? why : "");
   EXPECT_EQ(SRD_MSG_RAIL, m.type);
   EXPECT_EQ(31, m.u.rail.rail);
   EXPECT_EQ(0, m.u.rail.up);
   EXPECT_EQ(1, m.u.rail.stale);
+  EXPECT_EQ(0x89abcdefu, m.u.rail.round);
   std::vector<uint8_t> bad_rail = rail;
   bad_rail[kHeader] = SRD_MAX_PATHS;
   expect_rejected(bad_rail, bad_rail.size(), "rail index out of range");
@@ -741,6 +742,17 @@ std::vector<std::vector<uint8_t>> valid_messages(std::mt19937_64 &rng) {
     p.resize(srd_msg_encode_probe(p.data(), p.size(), 17, &probe));
     out.push_back(p);
   }
+  for (uint8_t n : {0, 1, 5, SRD_RECV_SLOTS}) {
+    struct srd_msg_fenced f = {static_cast<uint32_t>(rng()), n, {}};
+    for (int i = 0; i < n; i++) f.open[i] = {static_cast<uint32_t>(rng()), static_cast<uint8_t>(1 + i % SRD_MAX_RECVS)};
+    std::vector<uint8_t> b(1024);
+    b.resize(srd_msg_encode_fenced(b.data(), b.size(), 18, &f));
+    out.push_back(b);
+  }
+  std::vector<uint8_t> st(64);
+  struct srd_msg_settled settled = {7, 0xfffffff0u};
+  st.resize(srd_msg_encode_settled(st.data(), st.size(), 19, &settled));
+  out.push_back(st);
   return out;
 }
 
@@ -834,6 +846,17 @@ void expect_canonical(const std::vector<uint8_t> &bytes, size_t len, const struc
     break;
   case SRD_MSG_RMA_ACK:
     n = srd_msg_encode_rma_ack(again.data(), again.size(), m.dst_comm, m.u.rma_ack.seq);
+    break;
+  case SRD_MSG_FENCED:
+    ASSERT_LE(m.u.fenced.n, SRD_RECV_SLOTS);
+    for (int i = 0; i < m.u.fenced.n; i++) {
+      ASSERT_GE(m.u.fenced.open[i].count, 1);
+      ASSERT_LE(m.u.fenced.open[i].count, SRD_MAX_RECVS);
+    }
+    n = srd_msg_encode_fenced(again.data(), again.size(), m.dst_comm, &m.u.fenced);
+    break;
+  case SRD_MSG_SETTLED:
+    n = srd_msg_encode_settled(again.data(), again.size(), m.dst_comm, &m.u.settled);
     break;
   default:
     FAIL() << "accepted unknown type " << static_cast<int>(m.type);
@@ -975,4 +998,49 @@ TEST(Msg, RmaSignalAndAckRoundTrip) {
   EXPECT_EQ(SRD_MSG_RMA_ACK, m.type);
   EXPECT_EQ(77u, m.u.rma_ack.seq);
   for (size_t k = 0; k < n; k++) EXPECT_EQ(-1, srd_msg_decode(buf, k, &m, &why)) << k;
+}
+
+// The fence's answer and its settle notice (src/proto/fence.c): every field
+// round-trips; a receive of no message or of more than a group's, or more
+// receives than a comm has slots, is rejected, as is every truncation.
+TEST(Msg, FenceAnswerAndSettleRoundTrip) {
+  struct srd_msg_fenced f = {0x01020304u, 3, {}};
+  f.open[0] = {10, 1};
+  f.open[1] = {0xffffffffu, SRD_MAX_RECVS};
+  f.open[2] = {77, 3};
+  std::vector<uint8_t> b(1024);
+  b.resize(srd_msg_encode_fenced(b.data(), b.size(), 9, &f));
+  ASSERT_EQ(kHeader + 5 + 3 * 5, b.size());
+  struct srd_msg m;
+  const char *why = nullptr;
+  ASSERT_EQ(0, decode(b, b.size(), &m, &why)) << (why ? why : "");
+  EXPECT_EQ(SRD_MSG_FENCED, m.type);
+  EXPECT_EQ(f.round, m.u.fenced.round);
+  ASSERT_EQ(3, m.u.fenced.n);
+  for (int i = 0; i < 3; i++) {
+    EXPECT_EQ(f.open[i].seq, m.u.fenced.open[i].seq);
+    EXPECT_EQ(f.open[i].count, m.u.fenced.open[i].count);
+  }
+  for (size_t len = 0; len < b.size(); len++) expect_rejected(b, len, "truncated fence answer");
+  std::vector<uint8_t> bad = b;
+  bad[kHeader + 5 + 4] = 0;
+  expect_rejected(bad, bad.size(), "a receive of no message");
+  bad[kHeader + 5 + 4] = SRD_MAX_RECVS + 1;
+  expect_rejected(bad, bad.size(), "a receive of more messages than a group");
+  bad = b;
+  bad[kHeader + 4] = SRD_RECV_SLOTS + 1;
+  bad.resize(kHeader + 5 + (SRD_RECV_SLOTS + 1) * 5, 1);
+  expect_rejected(bad, bad.size(), "more receives than a comm has slots");
+  f.n = SRD_RECV_SLOTS + 1;
+  EXPECT_EQ(0u, srd_msg_encode_fenced(b.data(), 1024, 9, &f)) << "encoded more receives than a comm has";
+
+  struct srd_msg_settled st = {0x0a0b0c0du, 0xfffffff0u};
+  std::vector<uint8_t> sb(64);
+  sb.resize(srd_msg_encode_settled(sb.data(), sb.size(), 4, &st));
+  ASSERT_EQ(kHeader + 8, sb.size());
+  ASSERT_EQ(0, decode(sb, sb.size(), &m, &why)) << (why ? why : "");
+  EXPECT_EQ(SRD_MSG_SETTLED, m.type);
+  EXPECT_EQ(st.round, m.u.settled.round);
+  EXPECT_EQ(st.seq, m.u.settled.seq);
+  for (size_t len = 0; len < sb.size(); len++) expect_rejected(sb, len, "truncated settle notice");
 }
