@@ -192,10 +192,14 @@ struct srd_comm {
    * an original on a dead link can land after its re-send). */
   uint32_t rails_bad, peer_rails_down;
   uint32_t probe_wait;  /* rails whose probe this round it has not answered yet */
-  uint32_t stale_due;   /* rails whose stale notice the provider refused: told again */
-  uint32_t fence_round; /* send: the last fence round asked of the peer */
-  uint32_t fenced_due;  /* receive: the fence round whose answer the provider refused (0: none) */
-  bool settle_due;      /* send: a request waits to tell the peer SETTLED */
+  /* The fence (src/proto/fence.c). Send: the last round asked and when;
+   * asked again while stripes stay unsure. Receive: the last answer and
+   * when; answered again while a receive stays held (the answer or a
+   * SETTLED may be lost with a link, or refused). */
+  uint32_t fence_round;
+  uint64_t fence_ms;
+  uint8_t fence_rail;
+  bool settle_due; /* send: a request waits to tell the peer SETTLED */
   bool failover_seen;
   unsigned ctrl_cursor, sched_cursor;
   int ops_in_flight;    /* posted operations whose completion is pending */
@@ -602,10 +606,14 @@ void srd_proto_repost_cts(struct srd_comm *c);
  * tainted by the caller; hold every open receive and answer with them.
  * Sender: the answer re-sends held stripes of open receives only; SETTLED
  * tells the peer that no copy for a held receive is in flight any more. */
-void srd_proto_answer_fence(struct srd_comm *c, uint32_t round);
+void srd_proto_answer_fence(struct srd_comm *c, uint32_t round, int rail);
 void srd_proto_on_fenced(struct srd_comm *c, const struct srd_msg_fenced *m);
 void srd_proto_settle(struct srd_comm *c);
 void srd_proto_on_settled(struct srd_comm *c, const struct srd_msg_settled *m);
+/* Send: ask the peer to fence rail l (a stale notice of round fence_round). */
+void srd_proto_ask_fence(struct srd_comm *c, int l);
+/* Ask or answer again what may have been lost (every scan of the rails). */
+void srd_proto_fence_timers(struct srd_comm *c, uint64_t now);
 /* A receive all of whose entries completed finishes, unless a fence holds it. */
 void srd_recv_finish(struct srd_req *r);
 /* Free the re-sent stripes' descriptors (device close, rails closed). */

@@ -200,6 +200,7 @@ struct srd_fenced_recv {
 
 struct srd_msg_fenced {
   uint32_t round;
+  uint8_t rail; /* the sender's rail the stale notice named: fenced now */
   uint8_t n;
   struct srd_fenced_recv open[SRD_RECV_SLOTS];
 };

@@ -83,13 +83,14 @@ static void set_polled(struct srd_dev *dev, int l, bool polled) {
 
 static void tell_peer(struct srd_comm *c, int l, bool up, bool stale) {
   struct rail_notice n = {c, {(uint8_t)l, up, stale, stale ? c->fence_round : 0}};
-  /* Best effort, but for the stale mark: without it the peer would let our
-   * cut-off bytes land in reused buffers, so a refused one is told again. */
-  int rc = srd_comm_send_ctrl(c, FI_ADDR_UNSPEC, encode_rail, &n, NULL);
-  if (stale) {
-    if (rc == SRD_AGAIN) c->stale_due |= 1u << l;
-    else c->stale_due &= ~(1u << l);
-  }
+  /* Best effort: a stale notice refused or lost is asked again while its
+   * stripes stay unsure (srd_proto_fence_timers). */
+  srd_comm_send_ctrl(c, FI_ADDR_UNSPEC, encode_rail, &n, NULL);
+}
+
+void srd_proto_ask_fence(struct srd_comm *c, int l) {
+  c->fence_ms = srd_now_ms();
+  tell_peer(c, l, false, true);
 }
 
 void srd_comm_fail_no_rail(struct srd_comm *c) {
@@ -118,7 +119,7 @@ static void fence_lost_rails(struct srd_comm *c) {
       rails |= 1u << r;
   if (!rails) return;
   c->fence_round = round;
-  for (; rails; rails &= rails - 1) tell_peer(c, __builtin_ctz(rails), false, true);
+  for (; rails; rails &= rails - 1) srd_proto_ask_fence(c, __builtin_ctz(rails));
 }
 
 /* What c does once some of its paths are gone: fail when none is left,
@@ -197,7 +198,7 @@ void srd_proto_on_rail(struct srd_comm *c, const struct srd_msg_rail *m) {
   /* A sender that holds stripes waits for the answer, whatever our side. */
   bool answer = m->stale && !c->is_send;
   if (!c->dev->failover || m->rail >= c->remote_rails || m->rail >= 32) {
-    if (answer) srd_proto_answer_fence(c, m->round);
+    if (answer) srd_proto_answer_fence(c, m->round, m->rail);
     return;
   }
   uint32_t bit = 1u << m->rail;
@@ -216,7 +217,7 @@ void srd_proto_on_rail(struct srd_comm *c, const struct srd_msg_rail *m) {
     if (!dev->health[ours].down) srd_dev_rail_down(dev, ours, "the peer's writes into it were cut off");
     taint(dev, ours);
   }
-  if (answer) srd_proto_answer_fence(c, m->round); /* after the taint: the rail is fenced */
+  if (answer) srd_proto_answer_fence(c, m->round, m->rail); /* after the taint: the rail is fenced */
   if (c->peer_rails_down & bit) return;
   c->peer_rails_down |= bit;
   SRD_WARN("comm %#x: the peer reports its rail %d down; our rails mapped onto it carry nothing for it", c->id,
@@ -375,8 +376,6 @@ void srd_dev_check_rails(struct srd_dev *dev, uint64_t now) {
   for (int k = 0; k < dev->comms_end; k++) {
     struct srd_comm *c = dev->comms[k];
     if (!c || c->result) continue;
-    for (uint32_t due = c->stale_due; due; due &= due - 1) tell_peer(c, __builtin_ctz(due), false, true);
-    if (c->fenced_due) srd_proto_answer_fence(c, c->fenced_due);
-    if (c->settle_due) srd_proto_settle(c);
+    srd_proto_fence_timers(c, now);
   }
 }

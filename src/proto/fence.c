@@ -21,21 +21,24 @@ static size_t encode_fenced(void *buf, size_t cap, const void *arg) {
   return srd_msg_encode_fenced(buf, cap, f->c->peer_id, f->m);
 }
 
-void srd_proto_answer_fence(struct srd_comm *c, uint32_t round) {
-  struct srd_msg_fenced m = {.round = round};
+/* Asked or answered again after this long without an answer or SETTLED. */
+#define FENCE_AGAIN_MS 200
+
+void srd_proto_answer_fence(struct srd_comm *c, uint32_t round, int rail) {
+  struct srd_msg_fenced m = {.round = round, .rail = (uint8_t)rail};
   for (int i = 0; i < SRD_REQS_PER_COMM; i++) {
     struct srd_req *r = c->reqs[i];
     if (!r || r->kind != SRD_REQ_RECV || r->done || !r->cts_sent) continue;
     if (r->held_round < round) r->held_round = round;
     m.open[m.n++] = (struct srd_fenced_recv){r->seq, (uint8_t)r->n};
   }
-  struct fenced_msg f = {c, &m};
-  int rc = srd_comm_send_ctrl(c, FI_ADDR_UNSPEC, encode_fenced, &f, NULL);
-  if (rc == SRD_AGAIN) {
-    if (c->fenced_due < round) c->fenced_due = round; /* answered again from srd_dev_check_rails */
-  } else if (c->fenced_due <= round) {
-    c->fenced_due = 0;
+  if (round >= c->fence_round) {
+    c->fence_round = round;
+    c->fence_rail = (uint8_t)rail;
   }
+  c->fence_ms = srd_now_ms();
+  struct fenced_msg f = {c, &m};
+  srd_comm_send_ctrl(c, FI_ADDR_UNSPEC, encode_fenced, &f, NULL); /* refused or lost: answered again */
 }
 
 /* The open receive that message seq goes to, or NULL. */
@@ -73,9 +76,11 @@ void srd_proto_on_fenced(struct srd_comm *c, const struct srd_msg_fenced *m) {
     struct srd_req *r = c->reqs[k];
     if (!r || r->kind != SRD_REQ_SEND || !r->nstripes) continue;
     const struct srd_fenced_recv *open = open_for(m, r->seq);
-    if (r->unsure && m->round >= r->unsure_round) {
-      uint32_t unsure = r->unsure;
-      r->unsure = 0;
+    uint32_t unsure = 0;
+    for (uint32_t u = r->unsure; u; u &= u - 1)
+      if (r->stripes[__builtin_ctz(u)].path / c->dev->neps == m->rail) unsure |= u & -u;
+    if (unsure && m->round >= r->unsure_round) {
+      r->unsure &= ~unsure;
       if (open) {
         r->resend |= unsure;
         srd_proto_resend(r);
@@ -144,4 +149,20 @@ void srd_proto_on_settled(struct srd_comm *c, const struct srd_msg_settled *m) {
     if (r->entries_done == r->n) srd_recv_finish(r);
     return;
   }
+}
+
+void srd_proto_fence_timers(struct srd_comm *c, uint64_t now) {
+  if (c->settle_due) srd_proto_settle(c);
+  if (now - c->fence_ms < FENCE_AGAIN_MS) return;
+  uint32_t rails = 0;
+  bool held = false;
+  for (int k = 0; k < SRD_REQS_PER_COMM; k++) {
+    const struct srd_req *r = c->reqs[k];
+    if (!r) continue;
+    held |= r->kind == SRD_REQ_RECV && r->held_round;
+    for (uint32_t u = r->kind == SRD_REQ_SEND ? r->unsure : 0; u; u &= u - 1)
+      rails |= 1u << (r->stripes[__builtin_ctz(u)].path / c->dev->neps);
+  }
+  for (; rails; rails &= rails - 1) srd_proto_ask_fence(c, __builtin_ctz(rails));
+  if (held) srd_proto_answer_fence(c, c->fence_round, c->fence_rail);
 }

@@ -202,6 +202,7 @@ size_t srd_msg_encode_fenced(void *buf, size_t cap, uint32_t dst_comm, const str
   struct cur c = writer(buf, cap);
   put_header(&c, SRD_MSG_FENCED, dst_comm);
   put(&c, m->round, 4);
+  put(&c, m->rail, 1);
   put(&c, m->n, 1);
   for (int i = 0; i < m->n; i++) {
     put(&c, m->open[i].seq, 4);
@@ -387,8 +388,10 @@ int srd_msg_decode(const void *buf, size_t len, struct srd_msg *m, const char **
     break;
   case SRD_MSG_FENCED:
     m->u.fenced.round = (uint32_t)get(&c, 4);
+    m->u.fenced.rail = (uint8_t)get(&c, 1);
     m->u.fenced.n = (uint8_t)get(&c, 1);
     if (c.bad) return *why = "truncated fence answer", -1;
+    if (m->u.fenced.rail >= SRD_MAX_PATHS) return *why = "bad rail in a fence answer", -1;
     if (m->u.fenced.n > SRD_RECV_SLOTS) return *why = "fence answer names too many receives", -1;
     for (int i = 0; i < m->u.fenced.n; i++) {
       m->u.fenced.open[i].seq = (uint32_t)get(&c, 4);

@@ -917,6 +917,65 @@ TEST_F(TwoRails, OpenReceiveIsHeldUntilTheSenderSettles) {
   srd_req_release(rr);
 }
 
+// The fence's messages can be lost with a link or refused: a sender whose
+// stripes stay unsure asks again, and a receiver holding a receive answers
+// again (which brings a lost SETTLED again), each after a while.
+TEST_F(TwoRails, LostFenceAnswerAndSettleAreAskedAgain) {
+  a.failover = b.failover = true;
+  a.sched.npaths = 2;
+  a.sched.threshold = 4096;
+  auto deliver_all_but = [this](int lose) {
+    bool lost = false;
+    while (!g.sends.empty()) {
+      if (!lost && sent_type(0) == lose) {
+        lost = true;
+        complete_send(0); // sent, never arrives
+        continue;
+      }
+      deliver_send(0);
+      complete_send(0);
+    }
+    return lost;
+  };
+  std::vector<char> out = pattern(16384, 44), in(16384);
+  Reg ro(out), ri(in);
+  Reg *regs[] = {&ri};
+  srd_req *rr = irecv(1, &in, regs, nullptr);
+  deliver_and_complete_sends();
+  srd_req *sr = isend(out, ro, out.size(), 0);
+  size_t on_rail1 = 0;
+  for (size_t i = 0; i < g.writes.size();)
+    if (g.writes[i].rail == &a.rails[0]) {
+      deliver_write(i);
+      complete_write(i);
+    } else {
+      i++;
+      on_rail1++;
+    }
+  ASSERT_GT(on_rail1, 0u);
+  srd_dev_rail_down(&a, 1, "link down (test)");
+  ASSERT_TRUE(deliver_all_but(SRD_MSG_FENCED));
+  EXPECT_EQ(on_rail1, g.writes.size()) << "stripes written again without an answer";
+  srd_dev_check_rails(&a, srd_now_ms() + 1000);
+  deliver_and_complete_sends();
+  ASSERT_EQ(2 * on_rail1, g.writes.size()) << "the fence was not asked again after its answer was lost";
+  while (g.writes.size() > on_rail1) {
+    deliver_write(on_rail1);
+    complete_write(on_rail1);
+  }
+  ASSERT_TRUE(deliver_all_but(SRD_MSG_SETTLED));
+  EXPECT_FALSE(rr->done);
+  srd_dev_check_rails(&b, srd_now_ms() + 1000);
+  deliver_and_complete_sends();
+  EXPECT_TRUE(rr->done) << "a receive whose SETTLED was lost stays held";
+  EXPECT_EQ(0, memcmp(out.data(), in.data(), in.size()));
+  EXPECT_TRUE(sr->done);
+  EXPECT_EQ(0, s->result);
+  EXPECT_EQ(0, r->result);
+  srd_req_release(sr);
+  srd_req_release(rr);
+}
+
 // The registrations of a rail are made again under new keys (rail failover
 // after writes were cut off on it) and the old ones closed; the other rails'
 // stay. A dma-buf registration, which cannot be made again, changes nothing.

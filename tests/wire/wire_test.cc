@@ -743,7 +743,7 @@ std::vector<std::vector<uint8_t>> valid_messages(std::mt19937_64 &rng) {
     out.push_back(p);
   }
   for (uint8_t n : {0, 1, 5, SRD_RECV_SLOTS}) {
-    struct srd_msg_fenced f = {static_cast<uint32_t>(rng()), n, {}};
+    struct srd_msg_fenced f = {static_cast<uint32_t>(rng()), static_cast<uint8_t>(n % SRD_MAX_PATHS), n, {}};
     for (int i = 0; i < n; i++) f.open[i] = {static_cast<uint32_t>(rng()), static_cast<uint8_t>(1 + i % SRD_MAX_RECVS)};
     std::vector<uint8_t> b(1024);
     b.resize(srd_msg_encode_fenced(b.data(), b.size(), 18, &f));
@@ -1004,18 +1004,19 @@ TEST(Msg, RmaSignalAndAckRoundTrip) {
 // round-trips; a receive of no message or of more than a group's, or more
 // receives than a comm has slots, is rejected, as is every truncation.
 TEST(Msg, FenceAnswerAndSettleRoundTrip) {
-  struct srd_msg_fenced f = {0x01020304u, 3, {}};
+  struct srd_msg_fenced f = {0x01020304u, 5, 3, {}};
   f.open[0] = {10, 1};
   f.open[1] = {0xffffffffu, SRD_MAX_RECVS};
   f.open[2] = {77, 3};
   std::vector<uint8_t> b(1024);
   b.resize(srd_msg_encode_fenced(b.data(), b.size(), 9, &f));
-  ASSERT_EQ(kHeader + 5 + 3 * 5, b.size());
+  ASSERT_EQ(kHeader + 6 + 3 * 5, b.size());
   struct srd_msg m;
   const char *why = nullptr;
   ASSERT_EQ(0, decode(b, b.size(), &m, &why)) << (why ? why : "");
   EXPECT_EQ(SRD_MSG_FENCED, m.type);
   EXPECT_EQ(f.round, m.u.fenced.round);
+  EXPECT_EQ(5, m.u.fenced.rail);
   ASSERT_EQ(3, m.u.fenced.n);
   for (int i = 0; i < 3; i++) {
     EXPECT_EQ(f.open[i].seq, m.u.fenced.open[i].seq);
@@ -1023,13 +1024,16 @@ TEST(Msg, FenceAnswerAndSettleRoundTrip) {
   }
   for (size_t len = 0; len < b.size(); len++) expect_rejected(b, len, "truncated fence answer");
   std::vector<uint8_t> bad = b;
-  bad[kHeader + 5 + 4] = 0;
+  bad[kHeader + 4] = SRD_MAX_PATHS;
+  expect_rejected(bad, bad.size(), "a rail out of range");
+  bad = b;
+  bad[kHeader + 6 + 4] = 0;
   expect_rejected(bad, bad.size(), "a receive of no message");
-  bad[kHeader + 5 + 4] = SRD_MAX_RECVS + 1;
+  bad[kHeader + 6 + 4] = SRD_MAX_RECVS + 1;
   expect_rejected(bad, bad.size(), "a receive of more messages than a group");
   bad = b;
-  bad[kHeader + 4] = SRD_RECV_SLOTS + 1;
-  bad.resize(kHeader + 5 + (SRD_RECV_SLOTS + 1) * 5, 1);
+  bad[kHeader + 5] = SRD_RECV_SLOTS + 1;
+  bad.resize(kHeader + 6 + (SRD_RECV_SLOTS + 1) * 5, 1);
   expect_rejected(bad, bad.size(), "more receives than a comm has slots");
   f.n = SRD_RECV_SLOTS + 1;
   EXPECT_EQ(0u, srd_msg_encode_fenced(b.data(), 1024, 9, &f)) << "encoded more receives than a comm has";
