@@ -72,6 +72,7 @@ static int tell_settled(struct srd_comm *c, uint32_t round, uint32_t seq) {
 }
 
 void srd_proto_on_fenced(struct srd_comm *c, const struct srd_msg_fenced *m) {
+  int again = 0, landed = 0;
   for (int k = 0; k < SRD_REQS_PER_COMM; k++) {
     struct srd_req *r = c->reqs[k];
     if (!r || r->kind != SRD_REQ_SEND || !r->nstripes) continue;
@@ -82,9 +83,11 @@ void srd_proto_on_fenced(struct srd_comm *c, const struct srd_msg_fenced *m) {
     if (unsure && m->round >= r->unsure_round) {
       r->unsure &= ~unsure;
       if (open) {
+        again += __builtin_popcount(unsure);
         r->resend |= unsure;
         srd_proto_resend(r);
       } else {
+        landed += __builtin_popcount(unsure);
         srd_proto_stripes_landed(r, unsure); /* its receive completed */
       }
     }
@@ -94,6 +97,9 @@ void srd_proto_on_fenced(struct srd_comm *c, const struct srd_msg_fenced *m) {
       c->settle_due = true;
     }
   }
+  if (again || landed)
+    SRD_INFO(NCCL_NET, "comm %#x: the peer fenced its rail for our rail %d (round %u): %d stripe(s) written again, "
+             "%d landed unacknowledged (their receive had completed)", c->id, m->rail, m->round, again, landed);
   /* Held receives no send of ours names: nothing of ours is in flight to them. */
   for (int i = 0; i < m->n && !c->result; i++)
     if (!writes_to(c, &m->open[i]) && tell_settled(c, m->round, m->open[i].seq) == SRD_AGAIN)
