@@ -157,8 +157,31 @@ void srd_proto_on_settled(struct srd_comm *c, const struct srd_msg_settled *m) {
   }
 }
 
+/* The sender closed, so no SETTLED comes any more. Its notice counts the
+ * writes it completed, copies included: once as many landed here, no copy
+ * can land later and the held receives complete. A notice without that
+ * count (its close gave up waiting on its writes) leaves nothing to wait
+ * for: they fail. */
+static void release_held_after_close(struct srd_comm *c) {
+  bool landed = c->peer_drained && c->writes_done >= c->peer_writes;
+  if (c->peer_drained && !landed) return;
+  for (int i = 0; i < SRD_REQS_PER_COMM; i++) {
+    struct srd_req *r = c->reqs[i];
+    if (!r || r->kind != SRD_REQ_RECV || r->done || !r->held_round) continue;
+    r->held_round = 0;
+    if (!landed) {
+      SRD_WARN("recv comm %#x: the peer closed its send comm while copies it wrote again into receive %u may still "
+               "land; the receive fails", c->id, r->seq);
+      srd_req_finish(r, SRD_ERR_REMOTE);
+    } else if (r->entries_done == r->n) {
+      srd_recv_finish(r);
+    }
+  }
+}
+
 void srd_proto_fence_timers(struct srd_comm *c, uint64_t now) {
   if (c->settle_due) srd_proto_settle(c);
+  if (c->peer_closed && !c->is_send) release_held_after_close(c);
   if (now - c->fence_ms < FENCE_AGAIN_MS) return;
   uint32_t rails = 0;
   bool held = false;

@@ -976,6 +976,57 @@ TEST_F(TwoRails, LostFenceAnswerAndSettleAreAskedAgain) {
   srd_req_release(rr);
 }
 
+// A sender that closes owes no SETTLED any more: its close notice counts the
+// writes it completed, copies included, and once as many landed the held
+// receive completes, with nothing more from the sender (its comm is gone).
+TEST_F(TwoRails, HeldReceiveCompletesOnceAClosedSendersWritesLanded) {
+  a.failover = b.failover = true;
+  a.sched.npaths = 2;
+  a.sched.threshold = 4096;
+  std::vector<char> out = pattern(16384, 45), in(16384);
+  Reg ro(out), ri(in);
+  Reg *regs[] = {&ri};
+  srd_req *rr = irecv(1, &in, regs, nullptr);
+  deliver_and_complete_sends();
+  srd_req *sr = isend(out, ro, out.size(), 0);
+  size_t on_rail1 = 0;
+  for (size_t i = 0; i < g.writes.size();)
+    if (g.writes[i].rail == &a.rails[0]) {
+      deliver_write(i);
+      complete_write(i);
+    } else {
+      i++;
+      on_rail1++;
+    }
+  ASSERT_GT(on_rail1, 0u);
+  srd_dev_rail_down(&a, 1, "link down (test)");
+  while (!g.sends.empty() && sent_type(0) != SRD_MSG_FENCED) {
+    deliver_send(0);
+    complete_send(0);
+  }
+  ASSERT_FALSE(g.sends.empty());
+  deliver_send(0); // the answer; the copies follow
+  complete_send(0);
+  ASSERT_EQ(2 * on_rail1, g.writes.size());
+  while (g.writes.size() > on_rail1) {
+    deliver_write(on_rail1);
+    complete_write(on_rail1);
+  }
+  ASSERT_TRUE(sr->done);
+  srd_req_release(sr);
+  while (!g.sends.empty()) complete_send(0); // SETTLED, lost
+  ASSERT_FALSE(rr->done);
+  ASSERT_EQ(SRD_OK, srd_proto_send_bye(s, true)); // as the send comm closes after its writes
+  deliver_send(0);
+  complete_send(0);
+  srd_dev_check_rails(&b, srd_now_ms() + 1000);
+  EXPECT_TRUE(rr->done) << "a held receive waits for a SETTLED its closed sender can no longer send";
+  EXPECT_EQ(0, rr->result);
+  EXPECT_EQ(0, memcmp(out.data(), in.data(), in.size()));
+  while (!g.sends.empty()) complete_send(0);
+  srd_req_release(rr);
+}
+
 // The registrations of a rail are made again under new keys (rail failover
 // after writes were cut off on it) and the old ones closed; the other rails'
 // stay. A dma-buf registration, which cannot be made again, changes nothing.
