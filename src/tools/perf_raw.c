@@ -1,10 +1,13 @@
-/* The baseline srd-perf compares a plugin against: the same receiver-driven
- * pattern written straight on libfabric, with as little as possible around
- * it (not the fastest raw code for small messages, where sends into
- * receives posted ahead beat a clear-to-send round trip). The receiver sends a small clear-to-send (CTS) per buffer {sequence,
- * address, length, one key per rail}; the sender answers with fi_writedata
- * stripes whose 32-bit immediate data {sequence, stripe count} the receiver
- * counts. Same provider and NIC group (srd_topo_*) as our plugin.
+/* The baseline srd-perf compares a plugin against: what a libfabric program
+ * does best on the same provider and NIC group (srd_topo_*), with as little
+ * as possible around it. Up to RAW_EAGER_MAX bytes a message goes at once
+ * (fi_injectdata within the inject size, else fi_senddata, its sequence as
+ * immediate data) into a control receive the peer posted ahead and copies
+ * out; the sender holds RAW_EAGER_CREDITS of them, returned in batches.
+ * Above, the receiver sends a small clear-to-send (CTS) per buffer
+ * {sequence, address, length, one key per rail}; the sender answers with
+ * fi_writedata stripes whose 32-bit immediate data {sequence, stripe count}
+ * the receiver counts.
  * One endpoint per rail per connection; rail i talks to peer rail i mod n.
  * Sent and posted sizes are assumed equal (srd-perf always posts both). */
 #include <stddef.h>
@@ -165,11 +168,18 @@ static int raw_irecv(struct perf_transport *t, void *recv_comm, int n, void **bu
   req->pending = n;
   for (int i = 0; i < n; i++) {
     struct raw_mr *m = mhandles[i];
+    uint32_t seq = c->seq++ & RAW_SEQ_MASK;
+    struct raw_rx_slot *rx = &c->rx[seq % RAW_RING];
+    rx->req = req;
+    req->sizes[i] = sizes[i];
+    if (sizes[i] <= c->eager_max) { /* no CTS: the message comes eagerly, or already came */
+      rx->buf = bufs[i];
+      rx->size = &req->sizes[i];
+      if (rx->eager_slot) raw_eager_take(c, rx);
+      continue;
+    }
     int slot = raw_take_send_slot(c);
     if (slot < 0) return -1; /* the comm is broken: requests already posted stay with it */
-    uint32_t seq = c->seq++ & RAW_SEQ_MASK;
-    c->rx[seq % RAW_RING] = (struct raw_rx_slot){.req = req};
-    req->sizes[i] = sizes[i];
     struct raw_msg *msg = raw_send_slot_msg(c, slot);
     msg->magic = RAW_MAGIC;
     msg->type = RAW_CTS;
@@ -185,6 +195,30 @@ static int raw_irecv(struct perf_transport *t, void *recv_comm, int n, void **bu
   return 0;
 }
 
+static int send_eager(struct raw_comm *c, void *buf, size_t size, struct raw_mr *m, void **request) {
+  if (!c->credits) return 0; /* the peer has not taken enough yet: call again */
+  struct raw_req *req = raw_req_new(c);
+  if (!req) return -1;
+  req->n = 1;
+  req->sizes[0] = size;
+  uint64_t imm = c->seq++ & RAW_SEQ_MASK;
+  c->credits--;
+  int rc;
+  if (size <= c->r->rails[0].inject_size) {
+    rc = POST_RETRY(c, fi_injectdata(c->eps[0].ep, buf, size, imm, c->eps[0].peer), "fi_injectdata");
+  } else {
+    struct raw_op *op = &req->inline_ops[0];
+    op->kind = OP_DATA;
+    op->req = req;
+    req->pending = 1;
+    rc = POST_RETRY(c, fi_senddata(c->eps[0].ep, buf, size, m->desc[0], imm, c->eps[0].peer, &op->fi_ctx),
+                    "fi_senddata");
+  }
+  if (rc) return -1; /* the comm is broken; the request stays with it */
+  *request = req;
+  return 0;
+}
+
 static int raw_isend(struct perf_transport *t, void *send_comm, void *buf, size_t size, int tag, void *mhandle,
                      void **request) {
   struct raw_comm *c = send_comm;
@@ -192,6 +226,7 @@ static int raw_isend(struct perf_transport *t, void *send_comm, void *buf, size_
   *request = NULL;
   if (raw_comm_progress(c)) return -1;
   uint32_t seq = c->seq & RAW_SEQ_MASK;
+  if (size <= c->eager_max) return send_eager(c, buf, size, m, request);
   uint32_t slot = seq % RAW_RING;
   if (!c->cts_valid[slot]) return 0; /* no clear-to-send yet: call again */
   const struct raw_cts *cts = &c->cts[slot];
@@ -228,7 +263,7 @@ static int raw_isend(struct perf_transport *t, void *send_comm, void *buf, size_
     size_t off = i * stripe, len = size - off < stripe ? size - off : stripe;
     int rail = (int)(i % (size_t)c->nrails), peer_rail = rail % c->peer_nrails;
     struct raw_op *op = &req->ops[i];
-    op->kind = OP_WRITE;
+    op->kind = OP_DATA;
     op->req = req;
     req->pending++;
     if (POST_RETRY(c,
@@ -301,6 +336,7 @@ static int open_rail(struct raw_rail *rail, const struct srd_nic *nic, int cuda)
       raw_fi_check(fi_domain(rail->fabric, rail->info, &rail->domain, NULL), "fi_domain"))
     return -1;
   rail->max_msg = rail->info->ep_attr->max_msg_size ? rail->info->ep_attr->max_msg_size : SIZE_MAX;
+  rail->inject_size = rail->info->tx_attr->inject_size;
   rail->virt_addr = (rail->info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
   rail->prov_key = (rail->info->domain_attr->mr_mode & FI_MR_PROV_KEY) != 0;
   return 0;
@@ -336,8 +372,8 @@ struct perf_transport *perf_raw_open(int dev, int cuda) {
     if (n < (int)sizeof(r->base.device))
       n += snprintf(r->base.device + n, sizeof(r->base.device) - (size_t)n, " %s", nic->name);
   }
-  snprintf(r->base.description, sizeof(r->base.description), "raw libfabric %s (fi_writedata, %d rail%s%s)",
-           nics.provider, r->nrails, r->nrails == 1 ? "" : "s", cuda ? ", FI_HMEM" : "");
+  snprintf(r->base.description, sizeof(r->base.description), "raw libfabric %s (eager fi_senddata up to %d B, fi_writedata above; %d rail%s%s)",
+           nics.provider, RAW_EAGER_MAX, r->nrails, r->nrails == 1 ? "" : "s", cuda ? ", FI_HMEM" : "");
   free(topo);
   srd_topo_free(&nics);
   return &r->base;

@@ -23,8 +23,15 @@
 #define RAW_STRIPE_ALIGN 128
 #define RAW_MIN_STRIPE (64 * 1024)
 #define RAW_POST_TIMEOUT_S 10
+/* Messages up to this size go eagerly (fi_senddata, fi_injectdata within the
+ * provider's inject size) into the peer's posted control receives, which
+ * are this large; the peer copies them out. */
+#define RAW_EAGER_MAX 8192
+#define RAW_RX_BYTES RAW_EAGER_MAX
+#define RAW_EAGER_CREDITS 32 /* eager messages in flight per connection: at most half the posted receives */
+#define RAW_CREDIT_BATCH 8   /* the receiver returns credits this many at a time */
 
-enum raw_msg_type { RAW_HELLO = 1, RAW_WELCOME = 2, RAW_CTS = 3 };
+enum raw_msg_type { RAW_HELLO = 1, RAW_WELCOME = 2, RAW_CTS = 3, RAW_CREDIT = 4 };
 
 struct raw_names {
   uint32_t nrails;
@@ -46,8 +53,10 @@ struct raw_msg {
   union {
     struct raw_names names;
     struct raw_cts cts;
+    uint32_t credits;
   } u;
 };
+_Static_assert(sizeof(struct raw_msg) <= RAW_RX_BYTES, "a control message fits a posted receive");
 
 /* The handle NCCL's exchange carries: the listener's rail-0 address. Like
  * NCCL plugins, connect keeps its in-progress state in its copy of the
@@ -65,6 +74,7 @@ struct raw_rail {
   struct fid_fabric *fabric;
   struct fid_domain *domain;
   size_t max_msg;
+  size_t inject_size;
   int virt_addr;
   int prov_key;
 };
@@ -77,7 +87,7 @@ struct raw {
   struct raw_comm *comms; /* every live comm, so that none outlives the domains */
 };
 
-enum raw_op_kind { OP_CTRL_RECV, OP_CTRL_SEND, OP_WRITE };
+enum raw_op_kind { OP_CTRL_RECV, OP_CTRL_SEND, OP_DATA /* a request's write or eager send */ };
 
 /* Every posted operation's context: libfabric's scratch space first. */
 struct raw_op {
@@ -113,9 +123,15 @@ struct raw_ep {
   fi_addr_t peer; /* peer rail (i mod peer_nrails) */
 };
 
+/* A receive waiting by sequence; or an eager message that came first, held
+ * in its control receive (eager_slot + 1) until the receive is posted. */
 struct raw_rx_slot {
   struct raw_req *req;
+  void *buf;    /* eager: where the message goes */
+  size_t *size; /* eager: the posted size, then the size that came */
   uint32_t stripes_seen;
+  int eager_slot;
+  uint32_t eager_len;
 };
 
 struct raw_comm {
@@ -129,10 +145,13 @@ struct raw_comm {
   int setup_slot;  /* welcome posted but not yet complete, -1 when none */
   struct raw_ep eps[RAW_MAX_RAILS];
   fi_addr_t peer_rail0_addr;
-  struct raw_msg *ctrl; /* RAW_CTRL_SLOTS receive slots, then as many send slots */
+  char *ctrl; /* RAW_CTRL_SLOTS receive slots of RAW_RX_BYTES, then as many send slots */
   struct raw_mr ctrl_mr;
   struct raw_op recv_ops[RAW_CTRL_SLOTS], send_ops[RAW_CTRL_SLOTS];
   int send_free[RAW_CTRL_SLOTS], nsend_free;
+  size_t eager_max;
+  int credits;           /* sender: eager messages it may still send */
+  int consumed;          /* receiver: eager messages taken, credits not yet returned */
   uint32_t seq;
   struct raw_cts cts[RAW_RING]; /* sender: CTS received, by sequence */
   uint8_t cts_valid[RAW_RING];
@@ -172,5 +191,6 @@ void raw_req_free(struct raw_req *req);
 void raw_comm_destroy(struct raw_comm *c);
 struct raw_comm *raw_comm_create(struct raw *r);
 int raw_take_send_slot(struct raw_comm *c);
+void raw_eager_take(struct raw_comm *c, struct raw_rx_slot *s);
 
 #endif

@@ -73,13 +73,17 @@ void raw_deregister(struct raw_mr *m) {
   memset(m, 0, sizeof(*m));
 }
 
-struct raw_msg *raw_send_slot_msg(struct raw_comm *c, int slot) { return &c->ctrl[RAW_CTRL_SLOTS + slot]; }
+static char *rx_slot(struct raw_comm *c, int slot) { return c->ctrl + (size_t)slot * RAW_RX_BYTES; }
+
+struct raw_msg *raw_send_slot_msg(struct raw_comm *c, int slot) {
+  return (struct raw_msg *)(c->ctrl + (size_t)RAW_CTRL_SLOTS * RAW_RX_BYTES) + slot;
+}
 
 static int post_ctrl_recv(struct raw_comm *c, int slot) {
   struct raw_op *op = &c->recv_ops[slot];
   op->kind = OP_CTRL_RECV;
   op->slot = slot;
-  return POST_RETRY(c, fi_recv(c->eps[0].ep, &c->ctrl[slot], sizeof(struct raw_msg), c->ctrl_mr.desc[0], FI_ADDR_UNSPEC,
+  return POST_RETRY(c, fi_recv(c->eps[0].ep, rx_slot(c, slot), RAW_RX_BYTES, c->ctrl_mr.desc[0], FI_ADDR_UNSPEC,
                                &op->fi_ctx),
                     "fi_recv (control)");
 }
@@ -160,6 +164,61 @@ static void handle_imm(struct raw_comm *c, uint64_t data) {
   }
 }
 
+/* An eager message's bytes go to its receive, and its control receive is
+ * posted again; every RAW_CREDIT_BATCH of them the sender hears so. */
+void raw_eager_take(struct raw_comm *c, struct raw_rx_slot *s) {
+  int slot = s->eager_slot - 1;
+  if (s->eager_len > *s->size) {
+    perf_error("raw: eager message of %u bytes for a %zu-byte receive", s->eager_len, *s->size);
+    c->error = 1;
+  } else {
+    memcpy(s->buf, rx_slot(c, slot), s->eager_len);
+    *s->size = s->eager_len;
+  }
+  s->req->pending--;
+  *s = (struct raw_rx_slot){0};
+  c->consumed++;
+  if (post_ctrl_recv(c, slot)) c->error = 1;
+}
+
+static void handle_eager(struct raw_comm *c, int slot, uint64_t data, size_t len) {
+  struct raw_rx_slot *s = &c->rx[((uint32_t)data & RAW_SEQ_MASK) % RAW_RING];
+  const char *bad = s->eager_slot ? "one is already waiting there"
+                    : len > c->eager_max ? "larger than any eager message"
+                    : s->req && !s->buf ? "its receive waits for a write"
+                    : NULL;
+  if (bad) {
+    perf_error("raw: eager message for sequence %u: %s", (unsigned)(data & RAW_SEQ_MASK), bad);
+    c->error = 1;
+    return;
+  }
+  s->eager_slot = slot + 1;
+  s->eager_len = (uint32_t)len;
+  if (s->req) raw_eager_take(c, s); /* else held until the receive is posted */
+}
+
+/* Without waiting for a send slot: this runs inside progress. */
+static void return_credits(struct raw_comm *c) {
+  if (c->consumed < RAW_CREDIT_BATCH || !c->nsend_free || c->error) return;
+  int slot = c->send_free[c->nsend_free - 1];
+  struct raw_msg *m = raw_send_slot_msg(c, slot);
+  m->magic = RAW_MAGIC;
+  m->type = RAW_CREDIT;
+  m->u.credits = (uint32_t)c->consumed;
+  struct raw_op *op = &c->send_ops[slot];
+  op->kind = OP_CTRL_SEND;
+  op->slot = slot;
+  ssize_t rc = fi_send(c->eps[0].ep, m, offsetof(struct raw_msg, u) + sizeof(m->u.credits), c->ctrl_mr.desc[0],
+                       c->eps[0].peer, &op->fi_ctx);
+  if (rc == -FI_EAGAIN) return; /* the next progress tries again */
+  if (raw_fi_check((int)rc, "fi_send (credits)")) {
+    c->error = 1;
+    return;
+  }
+  c->nsend_free--;
+  c->consumed = 0;
+}
+
 static void handle_ctrl(struct raw_comm *c, const struct raw_msg *m, size_t len) {
   if (len < 8 || m->magic != RAW_MAGIC) {
     perf_error("raw: malformed control message (%zu bytes)", len);
@@ -186,6 +245,13 @@ static void handle_ctrl(struct raw_comm *c, const struct raw_msg *m, size_t len)
     c->cts_valid[slot] = 1;
     break;
   }
+  case RAW_CREDIT:
+    c->credits += (int)m->u.credits;
+    if (m->u.credits > RAW_EAGER_CREDITS || c->credits > RAW_EAGER_CREDITS) {
+      perf_error("raw: the peer returned %u eager credits, more than were sent", m->u.credits);
+      c->error = 1;
+    }
+    break;
   default:
     perf_error("raw: unknown control message type %u", m->type);
     c->error = 1;
@@ -209,26 +275,31 @@ int raw_comm_progress(struct raw_comm *c) {
       }
       if (n < 0) return raw_fi_check((int)n, "fi_cq_read"), c->error = 1, -1;
       for (ssize_t i = 0; i < n; i++) {
-        if (e[i].flags & FI_REMOTE_CQ_DATA) {
+        if ((e[i].flags & (FI_REMOTE_CQ_DATA | FI_RECV)) == FI_REMOTE_CQ_DATA) { /* a write */
           handle_imm(c, e[i].data);
           continue;
         }
         struct raw_op *op = e[i].op_context;
         switch (op->kind) {
         case OP_CTRL_RECV:
-          handle_ctrl(c, &c->ctrl[op->slot], e[i].len);
+          if (e[i].flags & FI_REMOTE_CQ_DATA) {
+            handle_eager(c, op->slot, e[i].data, e[i].len);
+            break;
+          }
+          handle_ctrl(c, (const struct raw_msg *)rx_slot(c, op->slot), e[i].len);
           if (post_ctrl_recv(c, op->slot)) c->error = 1;
           break;
         case OP_CTRL_SEND:
           c->send_free[c->nsend_free++] = op->slot;
           if (op->slot == c->setup_slot) c->setup_slot = -1;
           break;
-        case OP_WRITE: op->req->pending--; break;
+        case OP_DATA: op->req->pending--; break;
         }
       }
       if (n < 16) break;
     }
   }
+  return_credits(c);
   return c->error ? -1 : 0;
 }
 
@@ -293,6 +364,9 @@ struct raw_comm *raw_comm_create(struct raw *r) {
   if (r->comms) r->comms->prev = c;
   r->comms = c;
   c->staged_slot = c->setup_slot = -1;
+  /* GPU buffers take no CPU copy: with --cuda only empty messages go eagerly. */
+  c->eager_max = r->base.cuda ? 0 : r->rails[0].max_msg < RAW_EAGER_MAX ? r->rails[0].max_msg : RAW_EAGER_MAX;
+  c->credits = RAW_EAGER_CREDITS;
   for (int i = 0; i < c->nrails; i++) {
     struct raw_rail *rail = &r->rails[i];
     struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_DATA, .wait_obj = FI_WAIT_NONE, .size = 4096};
@@ -308,8 +382,9 @@ struct raw_comm *raw_comm_create(struct raw *r) {
       return NULL;
     }
   }
-  c->ctrl = calloc(2 * RAW_CTRL_SLOTS, sizeof(*c->ctrl));
-  if (!c->ctrl || raw_register_on_rails(r, c->ctrl, 2 * RAW_CTRL_SLOTS * sizeof(*c->ctrl), 0, &c->ctrl_mr)) {
+  size_t ctrl_bytes = (size_t)RAW_CTRL_SLOTS * (RAW_RX_BYTES + sizeof(struct raw_msg));
+  c->ctrl = calloc(1, ctrl_bytes);
+  if (!c->ctrl || raw_register_on_rails(r, c->ctrl, ctrl_bytes, 0, &c->ctrl_mr)) {
     raw_comm_destroy(c);
     return NULL;
   }
