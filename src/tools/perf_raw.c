@@ -47,13 +47,14 @@ static int raw_listen(struct perf_transport *t, void *handle, void **listen_comm
   struct raw_handle *h = handle;
   memset(h, 0, sizeof(*h));
   size_t len = sizeof(h->name);
-  if (raw_fi_check(fi_getname(&l->comm->eps[0].ep->fid, h->name, &len), "fi_getname")) {
+  if (raw_fi_check(fi_getname(&as_raw(t)->rails[0].ep->fid, h->name, &len), "fi_getname")) {
     raw_comm_destroy(l->comm);
     free(l);
     return -1;
   }
   h->magic = RAW_MAGIC;
-  h->len = (uint32_t)len;
+  h->len = (uint16_t)len;
+  h->comm = (uint16_t)l->comm->id;
   *listen_comm = l;
   return 0;
 }
@@ -62,26 +63,26 @@ static int raw_connect(struct perf_transport *t, void *handle, void **send_comm)
   struct raw_handle *h = handle;
   *send_comm = NULL;
   if (!h->connecting) {
-    if (h->magic != RAW_MAGIC || h->len == 0 || h->len > sizeof(h->name)) {
+    if (h->magic != RAW_MAGIC || h->len == 0 || h->len > RAW_NAME_MAX || h->comm >= RAW_MAX_COMMS) {
       perf_error("raw: the peer's handle is not a raw srd-perf handle (a plugin run on the other side?)");
       return -1;
     }
     struct raw_comm *c = raw_comm_create(as_raw(t));
     if (!c) return -1;
-    if (fi_av_insert(c->eps[0].av, h->name, 1, &c->peer_rail0_addr, 0, NULL) != 1) {
-      perf_error("raw: fi_av_insert of the listener's address failed");
+    c->peer0 = raw_peer_insert(c->r, 0, h->name, h->len);
+    if (!c->peer0) {
       raw_comm_destroy(c);
       return -1;
     }
+    c->peer[0] = c->peer0->addr;
+    c->peer_id = h->comm;
     int slot = raw_take_send_slot(c);
     if (slot < 0) {
       raw_comm_destroy(c);
       return -1;
     }
-    struct raw_msg *m = raw_send_slot_msg(c, slot);
-    m->magic = RAW_MAGIC;
-    m->type = RAW_HELLO;
-    if (raw_fill_names(c, &m->u.names)) {
+    struct raw_msg *m = raw_msg_start(c, slot, RAW_HELLO);
+    if (raw_fill_names(c->r, &m->u.names)) {
       raw_comm_destroy(c);
       return -1;
     }
@@ -90,7 +91,7 @@ static int raw_connect(struct perf_transport *t, void *handle, void **send_comm)
     h->connecting = c;
   }
   struct raw_comm *c = h->connecting;
-  if (raw_try_send_staged(c, c->peer_rail0_addr) < 0 || raw_comm_progress(c)) {
+  if (raw_try_send_staged(c) < 0 || raw_comm_progress(c)) {
     raw_comm_destroy(c);
     h->connecting = NULL;
     return -1;
@@ -115,18 +116,16 @@ static int raw_accept(struct perf_transport *t, void *listen_comm, void **recv_c
   if (!c->ready) { /* stage the welcome once */
     int slot = raw_take_send_slot(c);
     if (slot < 0) return -1;
-    struct raw_msg *m = raw_send_slot_msg(c, slot);
-    m->magic = RAW_MAGIC;
-    m->type = RAW_WELCOME;
-    if (raw_fill_names(c, &m->u.names)) return -1;
+    struct raw_msg *m = raw_msg_start(c, slot, RAW_WELCOME);
+    if (raw_fill_names(c->r, &m->u.names)) return -1;
     c->staged_slot = slot;
     c->staged_len = sizeof(*m);
     c->ready = 1;
   }
-  int sent = raw_try_send_staged(c, c->eps[0].peer);
+  int sent = raw_try_send_staged(c);
   if (sent <= 0) return sent;
-  /* With manual progress a posted send moves only while we poll this
-   * endpoint: hand the comm over once the welcome is out. */
+  /* With manual progress a posted send moves only while we poll: hand the
+   * comm over once the welcome is out. */
   if (c->setup_slot >= 0 && raw_comm_progress(c)) return -1;
   if (c->setup_slot >= 0) return 0;
   l->accepted = 1;
@@ -175,46 +174,44 @@ static int raw_irecv(struct perf_transport *t, void *recv_comm, int n, void **bu
     if (sizes[i] <= c->eager_max) { /* no CTS: the message comes eagerly, or already came */
       rx->buf = bufs[i];
       rx->size = &req->sizes[i];
-      if (rx->eager_slot) raw_eager_take(c, rx);
+      if (rx->eager) raw_eager_take(c, rx);
       continue;
     }
     int slot = raw_take_send_slot(c);
     if (slot < 0) return -1; /* the comm is broken: requests already posted stay with it */
-    struct raw_msg *msg = raw_send_slot_msg(c, slot);
-    msg->magic = RAW_MAGIC;
-    msg->type = RAW_CTS;
+    struct raw_msg *msg = raw_msg_start(c, slot, RAW_CTS);
     msg->u.cts.seq = seq;
     msg->u.cts.nkeys = (uint32_t)m->nrails;
     msg->u.cts.addr = c->r->rails[0].virt_addr ? (uint64_t)(uintptr_t)bufs[i] : (uint64_t)((char *)bufs[i] - m->base);
     msg->u.cts.len = sizes[i];
     for (int k = 0; k < m->nrails; k++) msg->u.cts.key[k] = m->key[k];
     size_t len = offsetof(struct raw_msg, u.cts.key) + (size_t)m->nrails * sizeof(uint64_t);
-    if (raw_send_ctrl(c, slot, len, c->eps[0].peer)) return -1;
+    if (raw_send_ctrl(c, slot, len)) return -1;
   }
   *request = req;
   return 0;
 }
 
 static int send_eager(struct raw_comm *c, void *buf, size_t size, struct raw_mr *m, void **request) {
-  if (!c->credits) return 0; /* the peer has not taken enough yet: call again */
+  if (!c->peer0->credits) return 0; /* the peer has not taken enough yet: call again */
   struct raw_req *req = raw_req_new(c);
   if (!req) return -1;
   req->n = 1;
   req->sizes[0] = size;
-  uint64_t imm = c->seq++ & RAW_SEQ_MASK;
-  c->credits--;
-  int rc;
+  uint64_t imm = raw_imm(c->peer_id, c->seq++, 0);
+  c->peer0->credits--;
+  struct fid_ep *ep = c->r->rails[0].ep;
   if (size <= c->r->rails[0].inject_size) {
-    rc = POST_RETRY(c, fi_injectdata(c->eps[0].ep, buf, size, imm, c->eps[0].peer), "fi_injectdata");
+    if (POST_RETRY(c, fi_injectdata(ep, buf, size, imm, c->peer[0]), "fi_injectdata"))
+      return -1; /* the comm is broken; the request stays with it */
   } else {
     struct raw_op *op = &req->inline_ops[0];
-    op->kind = OP_DATA;
-    op->req = req;
+    *op = (struct raw_op){.kind = OP_DATA, .comm = c, .req = req};
     req->pending = 1;
-    rc = POST_RETRY(c, fi_senddata(c->eps[0].ep, buf, size, m->desc[0], imm, c->eps[0].peer, &op->fi_ctx),
-                    "fi_senddata");
+    if (POST_RETRY(c, fi_senddata(ep, buf, size, m->desc[0], imm, c->peer[0], &op->fi_ctx), "fi_senddata"))
+      return -1;
+    c->inflight++;
   }
-  if (rc) return -1; /* the comm is broken; the request stays with it */
   *request = req;
   return 0;
 }
@@ -258,19 +255,19 @@ static int raw_isend(struct perf_transport *t, void *send_comm, void *buf, size_
   }
   c->cts_valid[slot] = 0;
   c->seq++;
-  uint64_t imm = seq | ((uint64_t)nstripes << RAW_SEQ_BITS);
+  uint64_t imm = raw_imm(c->peer_id, seq, (uint32_t)nstripes);
   for (size_t i = 0; i < nstripes; i++) {
     size_t off = i * stripe, len = size - off < stripe ? size - off : stripe;
     int rail = (int)(i % (size_t)c->nrails), peer_rail = rail % c->peer_nrails;
     struct raw_op *op = &req->ops[i];
-    op->kind = OP_DATA;
-    op->req = req;
+    *op = (struct raw_op){.kind = OP_DATA, .comm = c, .req = req};
     req->pending++;
     if (POST_RETRY(c,
-                   fi_writedata(c->eps[rail].ep, (char *)buf + off, len, m->desc[rail], imm, c->eps[rail].peer,
+                   fi_writedata(c->r->rails[rail].ep, (char *)buf + off, len, m->desc[rail], imm, c->peer[rail],
                                 cts->addr + off, cts->key[peer_rail], &op->fi_ctx),
                    "fi_writedata"))
       return -1; /* the comm is broken; the request stays referenced by posted writes */
+    c->inflight++;
   }
   *request = req;
   return 0;
@@ -301,7 +298,7 @@ static int raw_close_listen(struct perf_transport *t, void *listen_comm) {
 
 static void raw_destroy(struct perf_transport *t) {
   struct raw *r = as_raw(t);
-  while (r->comms) raw_comm_destroy(r->comms);
+  raw_close_endpoints(r);
   for (int i = 0; i < r->nrails; i++) {
     if (r->rails[i].domain) fi_close(&r->rails[i].domain->fid);
     if (r->rails[i].fabric) fi_close(&r->rails[i].fabric->fid);
@@ -372,7 +369,9 @@ struct perf_transport *perf_raw_open(int dev, int cuda) {
     if (n < (int)sizeof(r->base.device))
       n += snprintf(r->base.device + n, sizeof(r->base.device) - (size_t)n, " %s", nic->name);
   }
-  snprintf(r->base.description, sizeof(r->base.description), "raw libfabric %s (eager fi_senddata up to %d B, fi_writedata above; %d rail%s%s)",
+  if (raw_open_endpoints(r)) goto fail;
+  snprintf(r->base.description, sizeof(r->base.description),
+           "raw libfabric %s (eager fi_senddata up to %d B, fi_writedata above; one endpoint per rail; %d rail%s%s)",
            nics.provider, RAW_EAGER_MAX, r->nrails, r->nrails == 1 ? "" : "s", cuda ? ", FI_HMEM" : "");
   free(topo);
   srd_topo_free(&nics);

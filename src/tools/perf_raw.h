@@ -15,21 +15,31 @@
 #define RAW_MAGIC 0x53524450u /* "SRDP" */
 #define RAW_MAX_RAILS 16
 #define RAW_NAME_MAX 64
-#define RAW_CTRL_SLOTS 64 /* posted control receives, and control sends in flight */
-#define RAW_SEQ_BITS 20
+#define RAW_CTRL_SLOTS 64 /* a comm's control sends in flight */
+#define RAW_POOL_MAX 512  /* posted receives shared by all comms: half the provider's receive queue, at most this */
+/* Immediate data: destination comm (10 bits) | sequence (10) | stripes (12). */
+#define RAW_COMM_BITS 10
+#define RAW_MAX_COMMS (1 << RAW_COMM_BITS)
+#define RAW_SEQ_BITS 10
 #define RAW_SEQ_MASK ((1u << RAW_SEQ_BITS) - 1)
-#define RAW_RING 1024 /* receives in flight per connection, far above NCCL's 32 x 8 */
-#define RAW_MAX_STRIPES 4095 /* 12 bits of immediate data */
+#define RAW_RING (1u << RAW_SEQ_BITS) /* messages in flight per comm, above srd-perf's 32 x 8 */
+#define RAW_MAX_STRIPES 4095
 #define RAW_STRIPE_ALIGN 128
 #define RAW_MIN_STRIPE (64 * 1024)
 #define RAW_POST_TIMEOUT_S 10
 /* Messages up to this size go eagerly (fi_senddata, fi_injectdata within the
- * provider's inject size) into the peer's posted control receives, which
- * are this large; the peer copies them out. */
+ * provider's inject size) into the pool's posted receives, which are this
+ * large; the receiver copies them out. */
 #define RAW_EAGER_MAX 8192
 #define RAW_RX_BYTES RAW_EAGER_MAX
-#define RAW_EAGER_CREDITS 32 /* eager messages in flight per connection: at most half the posted receives */
-#define RAW_CREDIT_BATCH 8   /* the receiver returns credits this many at a time */
+#define RAW_CREDIT_BATCH 8 /* the receiver returns eager credits this many at a time */
+
+static inline uint32_t raw_imm(uint32_t comm, uint32_t seq, uint32_t stripes) {
+  return comm | (seq & RAW_SEQ_MASK) << RAW_COMM_BITS | stripes << (RAW_COMM_BITS + RAW_SEQ_BITS);
+}
+static inline uint32_t raw_imm_comm(uint64_t imm) { return (uint32_t)imm & (RAW_MAX_COMMS - 1); }
+static inline uint32_t raw_imm_seq(uint64_t imm) { return (uint32_t)(imm >> RAW_COMM_BITS) & RAW_SEQ_MASK; }
+static inline uint32_t raw_imm_stripes(uint64_t imm) { return (uint32_t)(imm >> (RAW_COMM_BITS + RAW_SEQ_BITS)) & 0xfff; }
 
 enum raw_msg_type { RAW_HELLO = 1, RAW_WELCOME = 2, RAW_CTS = 3, RAW_CREDIT = 4 };
 
@@ -47,9 +57,12 @@ struct raw_cts {
   uint64_t key[RAW_MAX_RAILS];
 };
 
+/* Every control message names the comm it is for and the one it is from. */
 struct raw_msg {
   uint32_t magic;
-  uint32_t type;
+  uint16_t type;
+  uint16_t to, from;
+  uint16_t pad[3];
   union {
     struct raw_names names;
     struct raw_cts cts;
@@ -58,33 +71,32 @@ struct raw_msg {
 };
 _Static_assert(sizeof(struct raw_msg) <= RAW_RX_BYTES, "a control message fits a posted receive");
 
-/* The handle NCCL's exchange carries: the listener's rail-0 address. Like
- * NCCL plugins, connect keeps its in-progress state in its copy of the
+/* The handle NCCL's exchange carries: the listener's rail-0 address and comm.
+ * Like NCCL plugins, connect keeps its in-progress state in its copy of the
  * handle, so several connects can be under way at once. */
 struct raw_handle {
   uint32_t magic;
-  uint32_t len;
+  uint16_t len;
+  uint16_t comm;
   struct raw_comm *connecting; /* local only: zero on the wire */
   uint8_t name[PERF_HANDLE_SIZE - 16];
 };
 _Static_assert(sizeof(struct raw_handle) == PERF_HANDLE_SIZE, "handle size");
 
+/* One endpoint per rail for the whole process, shared by every comm, as a
+ * plugin does: both directions between two processes share a connection
+ * where the provider has one (tcp), so acknowledgements ride on data. */
 struct raw_rail {
   struct fi_info *info;
   struct fid_fabric *fabric;
   struct fid_domain *domain;
+  struct fid_ep *ep;
+  struct fid_av *av;
+  struct fid_cq *cq;
   size_t max_msg;
   size_t inject_size;
   int virt_addr;
   int prov_key;
-};
-
-struct raw {
-  struct perf_transport base;
-  int nrails;
-  struct raw_rail rails[RAW_MAX_RAILS];
-  uint64_t next_key;
-  struct raw_comm *comms; /* every live comm, so that none outlives the domains */
 };
 
 enum raw_op_kind { OP_CTRL_RECV, OP_CTRL_SEND, OP_DATA /* a request's write or eager send */ };
@@ -94,7 +106,9 @@ struct raw_op {
   struct fi_context2 fi_ctx;
   enum raw_op_kind kind;
   int slot;
-  struct raw_req *req;
+  struct raw_comm *comm; /* control sends and data: the comm that posted it */
+  struct raw_req *req;   /* data */
+  char *buf;             /* pool receives: their buffer */
 };
 
 struct raw_mr {
@@ -103,6 +117,36 @@ struct raw_mr {
   struct fid_mr *mr[RAW_MAX_RAILS];
   void *desc[RAW_MAX_RAILS];
   uint64_t key[RAW_MAX_RAILS];
+};
+
+/* A peer address inserted once per rail: every comm to that peer shares it,
+ * and, on rail 0, its eager credits: a quarter of the pool each way. */
+struct raw_peer {
+  struct raw_peer *next;
+  int rail;
+  size_t len;
+  uint8_t name[RAW_NAME_MAX];
+  fi_addr_t addr;
+  int credits;  /* eager messages we may still send it */
+  int consumed; /* its eager messages we took, credits not yet returned */
+};
+
+struct raw {
+  struct perf_transport base;
+  int nrails;
+  struct raw_rail rails[RAW_MAX_RAILS];
+  uint64_t next_key;
+  struct raw_comm *comms; /* every comm not yet freed */
+  struct raw_comm *by_id[RAW_MAX_COMMS];
+  uint32_t next_id;
+  int failed;
+  int credits_due; /* some peer is owed credits that could not be sent at once */
+  /* Receives posted on rail 0 for every comm's control and eager messages. */
+  int npool;
+  char *pool;
+  struct raw_mr pool_mr;
+  struct raw_op *pool_ops;
+  struct raw_peer *peers;
 };
 
 struct raw_req {
@@ -116,21 +160,14 @@ struct raw_req {
   struct raw_op inline_ops[8];
 };
 
-struct raw_ep {
-  struct fid_ep *ep;
-  struct fid_av *av;
-  struct fid_cq *cq;
-  fi_addr_t peer; /* peer rail (i mod peer_nrails) */
-};
-
 /* A receive waiting by sequence; or an eager message that came first, held
- * in its control receive (eager_slot + 1) until the receive is posted. */
+ * in its pool receive until the receive is posted. */
 struct raw_rx_slot {
   struct raw_req *req;
   void *buf;    /* eager: where the message goes */
   size_t *size; /* eager: the posted size, then the size that came */
   uint32_t stripes_seen;
-  int eager_slot;
+  struct raw_op *eager; /* the pool receive holding an early eager message */
   uint32_t eager_len;
 };
 
@@ -138,20 +175,20 @@ struct raw_comm {
   struct raw *r;
   struct raw_comm *prev, *next;
   struct raw_req *reqs;
+  uint32_t id, peer_id;
   int nrails, peer_nrails;
-  int ready, peer_known, error;
+  int ready, peer_known, error, closed;
+  int inflight; /* its operations the provider holds */
   int staged_slot; /* hello or welcome waiting to be posted, -1 when none */
   size_t staged_len;
   int setup_slot;  /* welcome posted but not yet complete, -1 when none */
-  struct raw_ep eps[RAW_MAX_RAILS];
-  fi_addr_t peer_rail0_addr;
-  char *ctrl; /* RAW_CTRL_SLOTS receive slots of RAW_RX_BYTES, then as many send slots */
-  struct raw_mr ctrl_mr;
-  struct raw_op recv_ops[RAW_CTRL_SLOTS], send_ops[RAW_CTRL_SLOTS];
+  fi_addr_t peer[RAW_MAX_RAILS]; /* rail i sends to peer rail i mod n */
+  struct raw_peer *peer0;         /* the peer's rail 0: its credits */
+  struct raw_msg *tx; /* RAW_CTRL_SLOTS control send slots */
+  struct raw_mr tx_mr;
+  struct raw_op send_ops[RAW_CTRL_SLOTS];
   int send_free[RAW_CTRL_SLOTS], nsend_free;
   size_t eager_max;
-  int credits;           /* sender: eager messages it may still send */
-  int consumed;          /* receiver: eager messages taken, credits not yet returned */
   uint32_t seq;
   struct raw_cts cts[RAW_RING]; /* sender: CTS received, by sequence */
   uint8_t cts_valid[RAW_RING];
@@ -182,9 +219,14 @@ double raw_now_s(void);
 int raw_register_on_rails(struct raw *r, void *buf, size_t size, int cuda, struct raw_mr *m);
 void raw_deregister(struct raw_mr *m);
 struct raw_msg *raw_send_slot_msg(struct raw_comm *c, int slot);
-int raw_send_ctrl(struct raw_comm *c, int slot, size_t len, fi_addr_t to);
-int raw_try_send_staged(struct raw_comm *c, fi_addr_t to);
-int raw_fill_names(struct raw_comm *c, struct raw_names *names);
+struct raw_msg *raw_msg_start(struct raw_comm *c, int slot, enum raw_msg_type type);
+int raw_send_ctrl(struct raw_comm *c, int slot, size_t len);
+int raw_try_send_staged(struct raw_comm *c);
+int raw_open_endpoints(struct raw *r);
+void raw_close_endpoints(struct raw *r);
+int raw_progress(struct raw *r);
+int raw_fill_names(struct raw *r, struct raw_names *names);
+struct raw_peer *raw_peer_insert(struct raw *r, int rail, const void *name, size_t len);
 int raw_comm_progress(struct raw_comm *c);
 struct raw_req *raw_req_new(struct raw_comm *c);
 void raw_req_free(struct raw_req *req);

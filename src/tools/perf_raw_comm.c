@@ -1,5 +1,6 @@
-/* srd-perf's raw transport: registration, control messages, progress, and
- * comm creation and teardown. */
+/* srd-perf's raw transport: registration, the shared endpoints and their
+ * receive pool, control messages, progress, and comm creation and
+ * teardown. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -73,39 +74,48 @@ void raw_deregister(struct raw_mr *m) {
   memset(m, 0, sizeof(*m));
 }
 
-static char *rx_slot(struct raw_comm *c, int slot) { return c->ctrl + (size_t)slot * RAW_RX_BYTES; }
-
-struct raw_msg *raw_send_slot_msg(struct raw_comm *c, int slot) {
-  return (struct raw_msg *)(c->ctrl + (size_t)RAW_CTRL_SLOTS * RAW_RX_BYTES) + slot;
+static int post_pool_recv(struct raw *r, struct raw_op *op) {
+  ssize_t rc = fi_recv(r->rails[0].ep, op->buf, RAW_RX_BYTES, r->pool_mr.desc[0], FI_ADDR_UNSPEC, &op->fi_ctx);
+  /* The pool is half the receive queue: a refusal here is no passing state. */
+  if (raw_fi_check((int)rc, "fi_recv (pool)")) {
+    r->failed = 1;
+    return -1;
+  }
+  return 0;
 }
 
-static int post_ctrl_recv(struct raw_comm *c, int slot) {
-  struct raw_op *op = &c->recv_ops[slot];
-  op->kind = OP_CTRL_RECV;
-  op->slot = slot;
-  return POST_RETRY(c, fi_recv(c->eps[0].ep, rx_slot(c, slot), RAW_RX_BYTES, c->ctrl_mr.desc[0], FI_ADDR_UNSPEC,
-                               &op->fi_ctx),
-                    "fi_recv (control)");
+struct raw_msg *raw_send_slot_msg(struct raw_comm *c, int slot) { return &c->tx[slot]; }
+
+struct raw_msg *raw_msg_start(struct raw_comm *c, int slot, enum raw_msg_type type) {
+  struct raw_msg *m = &c->tx[slot];
+  memset(m, 0, offsetof(struct raw_msg, u));
+  m->magic = RAW_MAGIC;
+  m->type = (uint16_t)type;
+  m->to = (uint16_t)c->peer_id;
+  m->from = (uint16_t)c->id;
+  return m;
 }
 
-/* Send the message staged in a free send slot to the peer's rail 0. */
-int raw_send_ctrl(struct raw_comm *c, int slot, size_t len, fi_addr_t to) {
+static ssize_t post_ctrl_send(struct raw_comm *c, int slot, size_t len) {
   struct raw_op *op = &c->send_ops[slot];
   op->kind = OP_CTRL_SEND;
   op->slot = slot;
-  return POST_RETRY(c, fi_send(c->eps[0].ep, raw_send_slot_msg(c, slot), len, c->ctrl_mr.desc[0], to, &op->fi_ctx),
-                    "fi_send (control)");
+  op->comm = c;
+  ssize_t rc = fi_send(c->r->rails[0].ep, &c->tx[slot], len, c->tx_mr.desc[0], c->peer[0], &op->fi_ctx);
+  if (rc == 0) c->inflight++;
+  return rc;
+}
+
+/* Send the message staged in a taken send slot to the peer's rail 0. */
+int raw_send_ctrl(struct raw_comm *c, int slot, size_t len) {
+  return POST_RETRY(c, post_ctrl_send(c, slot, len), "fi_send (control)");
 }
 
 /* Connection setup never spins: the peer may need this very process to
- * progress another endpoint (its listener) before our send can go out. */
-int raw_try_send_staged(struct raw_comm *c, fi_addr_t to) {
+ * progress before our send can go out. */
+int raw_try_send_staged(struct raw_comm *c) {
   if (c->staged_slot < 0) return 1;
-  struct raw_op *op = &c->send_ops[c->staged_slot];
-  op->kind = OP_CTRL_SEND;
-  op->slot = c->staged_slot;
-  ssize_t rc = fi_send(c->eps[0].ep, raw_send_slot_msg(c, c->staged_slot), c->staged_len, c->ctrl_mr.desc[0], to,
-                       &op->fi_ctx);
+  ssize_t rc = post_ctrl_send(c, c->staged_slot, c->staged_len);
   if (rc == -FI_EAGAIN) return raw_comm_progress(c) ? -1 : 0;
   if (raw_fi_check((int)rc, "fi_send (connection setup)")) return -1;
   c->setup_slot = c->staged_slot;
@@ -113,19 +123,41 @@ int raw_try_send_staged(struct raw_comm *c, fi_addr_t to) {
   return 1;
 }
 
-int raw_fill_names(struct raw_comm *c, struct raw_names *names) {
-  names->nrails = (uint32_t)c->nrails;
-  for (int i = 0; i < c->nrails; i++) {
+int raw_fill_names(struct raw *r, struct raw_names *names) {
+  names->nrails = (uint32_t)r->nrails;
+  for (int i = 0; i < r->nrails; i++) {
     size_t len = RAW_NAME_MAX;
-    if (raw_fi_check(fi_getname(&c->eps[i].ep->fid, names->name[i], &len), "fi_getname")) return -1;
+    if (raw_fi_check(fi_getname(&r->rails[i].ep->fid, names->name[i], &len), "fi_getname")) return -1;
     names->len[i] = (uint32_t)len;
   }
   return 0;
 }
 
-/* Insert the peer's rails: local rail i sends to peer rail i mod n. The
- * connector already has the listener's rail 0 from the handle. */
-static int insert_peer(struct raw_comm *c, const struct raw_names *names, int have_rail0) {
+struct raw_peer *raw_peer_insert(struct raw *r, int rail, const void *name, size_t len) {
+  for (struct raw_peer *p = r->peers; p; p = p->next)
+    if (p->rail == rail && p->len == len && !memcmp(p->name, name, len)) return p;
+  struct raw_peer *p = calloc(1, sizeof(*p));
+  if (!p || len > RAW_NAME_MAX) {
+    free(p);
+    perf_error("raw: out of memory, or a peer address of %zu bytes", len);
+    return NULL;
+  }
+  if (fi_av_insert(r->rails[rail].av, name, 1, &p->addr, 0, NULL) != 1) {
+    perf_error("raw: fi_av_insert of a peer address on rail %d failed", rail);
+    free(p);
+    return NULL;
+  }
+  p->rail = rail;
+  p->len = len;
+  memcpy(p->name, name, len);
+  p->credits = r->npool / 4;
+  p->next = r->peers;
+  r->peers = p;
+  return p;
+}
+
+/* The peer's rails: local rail i sends to peer rail i mod n. */
+static int insert_peer(struct raw_comm *c, const struct raw_names *names) {
   if (names->nrails == 0 || names->nrails > RAW_MAX_RAILS) {
     perf_error("raw: peer announced %u rails", names->nrails);
     return -1;
@@ -133,105 +165,116 @@ static int insert_peer(struct raw_comm *c, const struct raw_names *names, int ha
   c->peer_nrails = (int)names->nrails;
   for (int i = 0; i < c->nrails; i++) {
     int pr = i % c->peer_nrails;
-    if (i == 0 && have_rail0) {
-      c->eps[0].peer = c->peer_rail0_addr;
-      continue;
-    }
     if (names->len[pr] == 0 || names->len[pr] > RAW_NAME_MAX) {
       perf_error("raw: peer rail %d has a malformed address", pr);
       return -1;
     }
-    if (fi_av_insert(c->eps[i].av, names->name[pr], 1, &c->eps[i].peer, 0, NULL) != 1) {
-      perf_error("raw: fi_av_insert of the peer's rail %d failed", pr);
-      return -1;
-    }
+    struct raw_peer *p = raw_peer_insert(c->r, i, names->name[pr], names->len[pr]);
+    if (!p) return -1;
+    c->peer[i] = p->addr;
+    if (i == 0) c->peer0 = p;
   }
   return 0;
 }
 
-static void handle_imm(struct raw_comm *c, uint64_t data) {
-  uint32_t seq = (uint32_t)data & RAW_SEQ_MASK, stripes = (uint32_t)(data >> RAW_SEQ_BITS) & 0xfff;
+/* NULL for a comm closed here: the peer's last credits or clear-to-sends
+ * may still come for it. */
+static struct raw_comm *comm_for(struct raw *r, uint32_t id) { return id < RAW_MAX_COMMS ? r->by_id[id] : NULL; }
+
+static void handle_imm(struct raw *r, uint64_t data) {
+  struct raw_comm *c = comm_for(r, raw_imm_comm(data));
+  if (!c) return;
+  uint32_t seq = raw_imm_seq(data), stripes = raw_imm_stripes(data);
   struct raw_rx_slot *s = &c->rx[seq % RAW_RING];
-  if (!s->req) {
-    perf_error("raw: write for sequence %u that has no receive posted", seq);
+  if (!s->req || s->buf) {
+    perf_error("raw: write for sequence %u that has no receive posted for it", seq);
     c->error = 1;
     return;
   }
   if (++s->stripes_seen == stripes) {
     s->req->pending--;
-    s->req = NULL;
-    s->stripes_seen = 0;
+    *s = (struct raw_rx_slot){0};
   }
 }
 
-/* An eager message's bytes go to its receive, and its control receive is
- * posted again; every RAW_CREDIT_BATCH of them the sender hears so. */
+static void owe_credit(struct raw_comm *c);
+
+/* An eager message's bytes go to its receive and its pool receive is posted
+ * again; every RAW_CREDIT_BATCH of them the sender hears so. */
 void raw_eager_take(struct raw_comm *c, struct raw_rx_slot *s) {
-  int slot = s->eager_slot - 1;
+  struct raw_op *op = s->eager;
   if (s->eager_len > *s->size) {
     perf_error("raw: eager message of %u bytes for a %zu-byte receive", s->eager_len, *s->size);
     c->error = 1;
   } else {
-    memcpy(s->buf, rx_slot(c, slot), s->eager_len);
+    memcpy(s->buf, op->buf, s->eager_len);
     *s->size = s->eager_len;
   }
   s->req->pending--;
   *s = (struct raw_rx_slot){0};
-  c->consumed++;
-  if (post_ctrl_recv(c, slot)) c->error = 1;
+  post_pool_recv(c->r, op);
+  owe_credit(c);
 }
 
-static void handle_eager(struct raw_comm *c, int slot, uint64_t data, size_t len) {
-  struct raw_rx_slot *s = &c->rx[((uint32_t)data & RAW_SEQ_MASK) % RAW_RING];
-  const char *bad = s->eager_slot ? "one is already waiting there"
+/* Returns 1 when the pool receive is held for a receive not yet posted. */
+static int handle_eager(struct raw *r, struct raw_op *op, uint64_t data, size_t len) {
+  struct raw_comm *c = comm_for(r, raw_imm_comm(data));
+  if (!c) return 0;
+  struct raw_rx_slot *s = &c->rx[raw_imm_seq(data) % RAW_RING];
+  const char *bad = s->eager ? "one is already waiting there"
                     : len > c->eager_max ? "larger than any eager message"
                     : s->req && !s->buf ? "its receive waits for a write"
                     : NULL;
   if (bad) {
-    perf_error("raw: eager message for sequence %u: %s", (unsigned)(data & RAW_SEQ_MASK), bad);
+    perf_error("raw: eager message for sequence %u: %s", raw_imm_seq(data), bad);
     c->error = 1;
-    return;
+    return 0;
   }
-  s->eager_slot = slot + 1;
+  s->eager = op;
   s->eager_len = (uint32_t)len;
-  if (s->req) raw_eager_take(c, s); /* else held until the receive is posted */
+  if (s->req) raw_eager_take(c, s);
+  return 1;
 }
 
 /* Without waiting for a send slot: this runs inside progress. */
-static void return_credits(struct raw_comm *c) {
-  if (c->consumed < RAW_CREDIT_BATCH || !c->nsend_free || c->error) return;
+static int return_credits(struct raw_comm *c) {
+  struct raw_peer *p = c->peer0;
+  if (!c->nsend_free) return -1;
   int slot = c->send_free[c->nsend_free - 1];
-  struct raw_msg *m = raw_send_slot_msg(c, slot);
-  m->magic = RAW_MAGIC;
-  m->type = RAW_CREDIT;
-  m->u.credits = (uint32_t)c->consumed;
-  struct raw_op *op = &c->send_ops[slot];
-  op->kind = OP_CTRL_SEND;
-  op->slot = slot;
-  ssize_t rc = fi_send(c->eps[0].ep, m, offsetof(struct raw_msg, u) + sizeof(m->u.credits), c->ctrl_mr.desc[0],
-                       c->eps[0].peer, &op->fi_ctx);
-  if (rc == -FI_EAGAIN) return; /* the next progress tries again */
+  struct raw_msg *m = raw_msg_start(c, slot, RAW_CREDIT);
+  m->u.credits = (uint32_t)p->consumed;
+  ssize_t rc = post_ctrl_send(c, slot, offsetof(struct raw_msg, u) + sizeof(m->u.credits));
+  if (rc == -FI_EAGAIN) return -1;
   if (raw_fi_check((int)rc, "fi_send (credits)")) {
     c->error = 1;
-    return;
+    return 0;
   }
   c->nsend_free--;
-  c->consumed = 0;
+  p->consumed = 0;
+  return 0;
 }
 
-static void handle_ctrl(struct raw_comm *c, const struct raw_msg *m, size_t len) {
-  if (len < 8 || m->magic != RAW_MAGIC) {
+static void owe_credit(struct raw_comm *c) {
+  if (++c->peer0->consumed >= RAW_CREDIT_BATCH && return_credits(c)) c->r->credits_due = 1;
+}
+
+static void handle_ctrl(struct raw *r, const struct raw_msg *m, size_t len) {
+  if (len < offsetof(struct raw_msg, u) || m->magic != RAW_MAGIC) {
     perf_error("raw: malformed control message (%zu bytes)", len);
-    c->error = 1;
+    r->failed = 1;
     return;
   }
+  struct raw_comm *c = comm_for(r, m->to);
+  if (!c) return;
   switch (m->type) {
   case RAW_HELLO: /* listener: the connector's rails */
-    if (insert_peer(c, &m->u.names, 0)) c->error = 1;
+    c->peer_id = m->from;
+    if (insert_peer(c, &m->u.names)) c->error = 1;
     else c->peer_known = 1; /* the welcome is due; accept sends it */
     break;
   case RAW_WELCOME:
-    if (insert_peer(c, &m->u.names, 1)) c->error = 1;
+    c->peer_id = m->from;
+    if (insert_peer(c, &m->u.names)) c->error = 1;
     else c->ready = 1;
     break;
   case RAW_CTS: {
@@ -246,8 +289,8 @@ static void handle_ctrl(struct raw_comm *c, const struct raw_msg *m, size_t len)
     break;
   }
   case RAW_CREDIT:
-    c->credits += (int)m->u.credits;
-    if (m->u.credits > RAW_EAGER_CREDITS || c->credits > RAW_EAGER_CREDITS) {
+    c->peer0->credits += (int)m->u.credits;
+    if (c->peer0->credits > r->npool / 4) {
       perf_error("raw: the peer returned %u eager credits, more than were sent", m->u.credits);
       c->error = 1;
     }
@@ -258,50 +301,59 @@ static void handle_ctrl(struct raw_comm *c, const struct raw_msg *m, size_t len)
   }
 }
 
-int raw_comm_progress(struct raw_comm *c) {
+static void on_completion(struct raw *r, const struct fi_cq_data_entry *e) {
+  if ((e->flags & (FI_REMOTE_CQ_DATA | FI_RECV)) == FI_REMOTE_CQ_DATA) { /* a write */
+    handle_imm(r, e->data);
+    return;
+  }
+  struct raw_op *op = e->op_context;
+  switch (op->kind) {
+  case OP_CTRL_RECV:
+    if ((e->flags & FI_REMOTE_CQ_DATA) && handle_eager(r, op, e->data, e->len)) return;
+    if (!(e->flags & FI_REMOTE_CQ_DATA)) handle_ctrl(r, (const struct raw_msg *)op->buf, e->len);
+    post_pool_recv(r, op);
+    break;
+  case OP_CTRL_SEND:
+    op->comm->inflight--;
+    op->comm->send_free[op->comm->nsend_free++] = op->slot;
+    if (op->slot == op->comm->setup_slot) op->comm->setup_slot = -1;
+    break;
+  case OP_DATA:
+    op->comm->inflight--;
+    op->req->pending--;
+    break;
+  }
+}
+
+int raw_progress(struct raw *r) {
   struct fi_cq_data_entry e[16];
-  for (int r = 0; r < c->nrails; r++) {
+  for (int k = 0; k < r->nrails && !r->failed; k++) {
     for (;;) {
-      ssize_t n = fi_cq_read(c->eps[r].cq, e, 16);
+      ssize_t n = fi_cq_read(r->rails[k].cq, e, 16);
       if (n == -FI_EAGAIN) break;
       if (n == -FI_EAVAIL) {
         struct fi_cq_err_entry err;
         memset(&err, 0, sizeof(err));
-        fi_cq_readerr(c->eps[r].cq, &err, 0);
-        perf_error("raw: rail %d completion error: %s (provider: %s)", r, fi_strerror(err.err),
-                   fi_cq_strerror(c->eps[r].cq, err.prov_errno, err.err_data, NULL, 0));
-        c->error = 1;
+        fi_cq_readerr(r->rails[k].cq, &err, 0);
+        perf_error("raw: rail %d completion error: %s (provider: %s)", k, fi_strerror(err.err),
+                   fi_cq_strerror(r->rails[k].cq, err.prov_errno, err.err_data, NULL, 0));
+        r->failed = 1;
         return -1;
       }
-      if (n < 0) return raw_fi_check((int)n, "fi_cq_read"), c->error = 1, -1;
-      for (ssize_t i = 0; i < n; i++) {
-        if ((e[i].flags & (FI_REMOTE_CQ_DATA | FI_RECV)) == FI_REMOTE_CQ_DATA) { /* a write */
-          handle_imm(c, e[i].data);
-          continue;
-        }
-        struct raw_op *op = e[i].op_context;
-        switch (op->kind) {
-        case OP_CTRL_RECV:
-          if (e[i].flags & FI_REMOTE_CQ_DATA) {
-            handle_eager(c, op->slot, e[i].data, e[i].len);
-            break;
-          }
-          handle_ctrl(c, (const struct raw_msg *)rx_slot(c, op->slot), e[i].len);
-          if (post_ctrl_recv(c, op->slot)) c->error = 1;
-          break;
-        case OP_CTRL_SEND:
-          c->send_free[c->nsend_free++] = op->slot;
-          if (op->slot == c->setup_slot) c->setup_slot = -1;
-          break;
-        case OP_DATA: op->req->pending--; break;
-        }
-      }
+      if (n < 0) return raw_fi_check((int)n, "fi_cq_read"), r->failed = 1, -1;
+      for (ssize_t i = 0; i < n; i++) on_completion(r, &e[i]);
       if (n < 16) break;
     }
   }
-  return_credits(c);
-  return c->error ? -1 : 0;
+  if (r->credits_due) {
+    r->credits_due = 0;
+    for (struct raw_comm *c = r->comms; c; c = c->next)
+      if (c->peer0 && c->peer0->consumed >= RAW_CREDIT_BATCH && !c->closed && return_credits(c)) r->credits_due = 1;
+  }
+  return r->failed ? -1 : 0;
 }
+
+int raw_comm_progress(struct raw_comm *c) { return raw_progress(c->r) || c->error ? -1 : 0; }
 
 struct raw_req *raw_req_new(struct raw_comm *c) {
   struct raw_req *req = calloc(1, sizeof(*req));
@@ -322,29 +374,36 @@ void raw_req_free(struct raw_req *req) {
   free(req);
 }
 
-void raw_comm_destroy(struct raw_comm *c) {
-  if (!c) return;
+static void comm_free(struct raw_comm *c) {
   if (c->prev) c->prev->next = c->next;
   else c->r->comms = c->next;
   if (c->next) c->next->prev = c->prev;
-  /* Endpoints first: nothing completes into a request after this. */
-  for (int i = 0; i < c->nrails; i++)
-    if (c->eps[i].ep) fi_close(&c->eps[i].ep->fid);
   while (c->reqs) raw_req_free(c->reqs);
-  for (int i = 0; i < c->nrails; i++) {
-    if (c->eps[i].cq) fi_close(&c->eps[i].cq->fid);
-    if (c->eps[i].av) fi_close(&c->eps[i].av->fid);
-  }
-  raw_deregister(&c->ctrl_mr);
-  free(c->ctrl);
+  raw_deregister(&c->tx_mr);
+  free(c->tx);
   free(c);
+}
+
+/* Messages for it are refused from here on; its memory waits for the
+ * operations the provider holds (freed with the transport if they never
+ * end), and early eager messages it held go back to the pool. */
+void raw_comm_destroy(struct raw_comm *c) {
+  if (!c || c->closed) return;
+  struct raw *r = c->r;
+  c->closed = 1;
+  if (r->by_id[c->id] == c) r->by_id[c->id] = NULL;
+  for (uint32_t i = 0; i < RAW_RING; i++)
+    if (c->rx[i].eager) post_pool_recv(r, c->rx[i].eager);
+  double deadline = raw_now_s() + RAW_POST_TIMEOUT_S;
+  while (c->inflight && !r->failed && raw_now_s() < deadline) raw_progress(r);
+  if (!c->inflight) comm_free(c);
 }
 
 /* shm names its region after the pid; a process killed earlier leaves its
  * region behind, and a later process that gets the same pid then fails
  * with EBUSY. A name of our own that no earlier process can have used
  * avoids that. */
-static int name_shm_endpoint(struct raw *r, struct raw_ep *e) {
+static int name_shm_endpoint(struct raw *r, struct fid_ep *ep) {
   static unsigned counter;
   if (strcmp(r->base.provider, "shm")) return 0;
   struct timespec ts;
@@ -352,48 +411,80 @@ static int name_shm_endpoint(struct raw *r, struct raw_ep *e) {
   char name[RAW_NAME_MAX];
   snprintf(name, sizeof(name), "srd-perf-%d-%lx-%u", (int)getpid(), (unsigned long)(ts.tv_sec * 1000000000L + ts.tv_nsec),
            counter++);
-  return raw_fi_check(fi_setname(&e->ep->fid, name, strlen(name) + 1), "fi_setname (shm)");
+  return raw_fi_check(fi_setname(&ep->fid, name, strlen(name) + 1), "fi_setname (shm)");
+}
+
+int raw_open_endpoints(struct raw *r) {
+  for (int i = 0; i < r->nrails; i++) {
+    struct raw_rail *rail = &r->rails[i];
+    struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_DATA, .wait_obj = FI_WAIT_NONE, .size = 16384};
+    struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
+    if (raw_fi_check(fi_endpoint(rail->domain, rail->info, &rail->ep, NULL), "fi_endpoint") ||
+        raw_fi_check(fi_cq_open(rail->domain, &cq_attr, &rail->cq, NULL), "fi_cq_open") ||
+        raw_fi_check(fi_av_open(rail->domain, &av_attr, &rail->av, NULL), "fi_av_open") ||
+        raw_fi_check(fi_ep_bind(rail->ep, &rail->av->fid, 0), "fi_ep_bind(av)") ||
+        raw_fi_check(fi_ep_bind(rail->ep, &rail->cq->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)") ||
+        name_shm_endpoint(r, rail->ep) || raw_fi_check(fi_enable(rail->ep), "fi_enable"))
+      return -1;
+  }
+  size_t rx = r->rails[0].info->rx_attr->size / 2;
+  r->npool = rx < 16 ? 16 : rx > RAW_POOL_MAX ? RAW_POOL_MAX : (int)rx;
+  r->pool = calloc((size_t)r->npool, RAW_RX_BYTES);
+  r->pool_ops = calloc((size_t)r->npool, sizeof(*r->pool_ops));
+  if (!r->pool || !r->pool_ops || raw_register_on_rails(r, r->pool, (size_t)r->npool * RAW_RX_BYTES, 0, &r->pool_mr))
+    return -1;
+  for (int i = 0; i < r->npool; i++) {
+    r->pool_ops[i] = (struct raw_op){.kind = OP_CTRL_RECV, .slot = i, .buf = r->pool + (size_t)i * RAW_RX_BYTES};
+    if (post_pool_recv(r, &r->pool_ops[i])) return -1;
+  }
+  return 0;
+}
+
+/* Endpoints first: nothing completes into a comm or the pool after this. */
+void raw_close_endpoints(struct raw *r) {
+  for (int i = 0; i < r->nrails; i++)
+    if (r->rails[i].ep) fi_close(&r->rails[i].ep->fid);
+  while (r->comms) comm_free(r->comms);
+  raw_deregister(&r->pool_mr);
+  free(r->pool);
+  free(r->pool_ops);
+  while (r->peers) {
+    struct raw_peer *p = r->peers;
+    r->peers = p->next;
+    free(p);
+  }
+  for (int i = 0; i < r->nrails; i++) {
+    if (r->rails[i].cq) fi_close(&r->rails[i].cq->fid);
+    if (r->rails[i].av) fi_close(&r->rails[i].av->fid);
+  }
 }
 
 struct raw_comm *raw_comm_create(struct raw *r) {
+  uint32_t id = r->next_id;
+  while (r->by_id[id % RAW_MAX_COMMS] && id - r->next_id < RAW_MAX_COMMS) id++;
+  if (r->by_id[id % RAW_MAX_COMMS]) {
+    perf_error("raw: more than %d comms", RAW_MAX_COMMS);
+    return NULL;
+  }
   struct raw_comm *c = calloc(1, sizeof(*c));
   if (!c) return NULL;
   c->r = r;
+  c->id = id % RAW_MAX_COMMS;
   c->nrails = r->nrails;
-  c->next = r->comms;
-  if (r->comms) r->comms->prev = c;
-  r->comms = c;
   c->staged_slot = c->setup_slot = -1;
   /* GPU buffers take no CPU copy: with --cuda only empty messages go eagerly. */
   c->eager_max = r->base.cuda ? 0 : r->rails[0].max_msg < RAW_EAGER_MAX ? r->rails[0].max_msg : RAW_EAGER_MAX;
-  c->credits = RAW_EAGER_CREDITS;
-  for (int i = 0; i < c->nrails; i++) {
-    struct raw_rail *rail = &r->rails[i];
-    struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_DATA, .wait_obj = FI_WAIT_NONE, .size = 4096};
-    struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
-    struct raw_ep *e = &c->eps[i];
-    if (raw_fi_check(fi_endpoint(rail->domain, rail->info, &e->ep, NULL), "fi_endpoint") ||
-        raw_fi_check(fi_cq_open(rail->domain, &cq_attr, &e->cq, NULL), "fi_cq_open") ||
-        raw_fi_check(fi_av_open(rail->domain, &av_attr, &e->av, NULL), "fi_av_open") ||
-        raw_fi_check(fi_ep_bind(e->ep, &e->av->fid, 0), "fi_ep_bind(av)") ||
-        raw_fi_check(fi_ep_bind(e->ep, &e->cq->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)") || name_shm_endpoint(r, e) ||
-        raw_fi_check(fi_enable(e->ep), "fi_enable")) {
-      raw_comm_destroy(c);
-      return NULL;
-    }
-  }
-  size_t ctrl_bytes = (size_t)RAW_CTRL_SLOTS * (RAW_RX_BYTES + sizeof(struct raw_msg));
-  c->ctrl = calloc(1, ctrl_bytes);
-  if (!c->ctrl || raw_register_on_rails(r, c->ctrl, ctrl_bytes, 0, &c->ctrl_mr)) {
-    raw_comm_destroy(c);
+  c->next = r->comms;
+  if (r->comms) r->comms->prev = c;
+  r->comms = c;
+  c->tx = calloc(RAW_CTRL_SLOTS, sizeof(*c->tx));
+  if (!c->tx || raw_register_on_rails(r, c->tx, RAW_CTRL_SLOTS * sizeof(*c->tx), 0, &c->tx_mr)) {
+    comm_free(c);
     return NULL;
   }
   for (int i = 0; i < RAW_CTRL_SLOTS; i++) c->send_free[c->nsend_free++] = i;
-  for (int i = 0; i < RAW_CTRL_SLOTS; i++)
-    if (post_ctrl_recv(c, i)) {
-      raw_comm_destroy(c);
-      return NULL;
-    }
+  r->by_id[c->id] = c;
+  r->next_id = c->id + 1;
   return c;
 }
 

@@ -1,6 +1,6 @@
 /* What srd-perf's patterns drive: the ncclNet calls NCCL makes, behind one
  * version-free interface. Two implementations: an ncclNet plugin loaded with
- * dlopen (perf_plugin.c) and libfabric itself (perf_raw.c, the ceiling).
+ * dlopen (perf_plugin.c) and libfabric itself (perf_raw.c, the baseline).
  * Every call returns 0 or -1 after printing what went wrong. */
 #ifndef SRD_TOOLS_PERF_TRANSPORT_H
 #define SRD_TOOLS_PERF_TRANSPORT_H

@@ -1,6 +1,7 @@
 #!/bin/sh
 # srd-perf --raw (libfabric directly) over tcp and shm: data verified, every
-# pattern, several comms, grouped receives, JSON that parses.
+# pattern, eager and clear-to-send sizes, several and many comms on the shared
+# endpoints, grouped receives, JSON that parses.
 set -u
 . "${top_srcdir:-.}/tests/tools/json_check.sh"
 bin="${top_builddir:-.}/srd-perf"
@@ -15,6 +16,8 @@ for prov in tcp shm; do
   FI_PROVIDER="$prov" timeout 600 "$bin" --raw --check -b 0 -e 1M -f 8 -n 20 -w 2 -t all || fail "$prov: basic"
   FI_PROVIDER="$prov" timeout 600 "$bin" --raw --check -b 8 -e 256K -f 64 -n 30 -w 1 -c 4 -W 16 -g 4 -t bw,bibw ||
     fail "$prov: 4 comms, window 16, groups of 4"
+  FI_PROVIDER="$prov" timeout 600 "$bin" --raw --check -b 8 -e 64K -f 8 -n 20 -w 1 -c 64 -W 32 -t bw,bibw ||
+    fail "$prov: 64 comms sharing the endpoints and the eager credits, window 32"
   FI_PROVIDER="$prov" timeout 600 "$bin" --raw --json -b 8 -e 64K -f 8 -n 10 > "$tmp/json" || fail "$prov: json run"
   json_check "$tmp/json" || { cat "$tmp/json"; fail "$prov: --json is not valid JSON"; }
   grep -q '"transport": "raw"' "$tmp/json" || fail "$prov: JSON lacks the transport"
