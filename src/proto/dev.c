@@ -172,9 +172,20 @@ static void check_ll(const struct srd_dev *dev) {
              "NCCL_PROTO=Simple", dev->index, tuner, rule.why);
 }
 
+/* NCCL_SRD_EAGER_MAX unset. On libfabric 2.x's native tcp a send of any
+ * size goes straight into the posted buffer, and mid-size messages (NCCL's
+ * 16-64 KiB Simple steps at 2-4 ranks) are faster eagerly than behind a
+ * clear-to-send; ofi_rxm (1.17's tcp) sends above its 16 KiB buffers by a
+ * rendezvous of its own, slower still (BENCHMARKS.md, "Eager size"). */
+static size_t auto_eager_max(const struct srd_dev *dev) {
+  const char *prov = dev->nics->nics[dev->group.nics[0]].info->fabric_attr->prov_name;
+  return !strcmp(prov, "tcp") ? 32 * 1024 : 8 * 1024;
+}
+
 int srd_dev_open(struct srd_dev *dev) {
   dev->neps = (int)srd_param_int(SRD_PARAM_EPS_PER_RAIL);
-  dev->eager_max = (size_t)srd_param_int(SRD_PARAM_EAGER_MAX);
+  int64_t eager = srd_param_int(SRD_PARAM_EAGER_MAX);
+  dev->eager_max = eager >= 0 ? (size_t)eager : auto_eager_max(dev);
   dev->nnics = dev->group.nnics;
   dev->sched.threshold = (size_t)srd_param_int(SRD_PARAM_STRIPE_THRESHOLD);
   int set = (int)srd_param_int(SRD_PARAM_PROGRESS_THREADS);
@@ -222,8 +233,10 @@ int srd_dev_open(struct srd_dev *dev) {
   /* Asked for explicitly: the threads run from the start. */
   if (set > 0 && dev->lanes_per_nic > 1) srd_dev_start_lanes(dev, false);
   SRD_INFO(NCCL_INIT | NCCL_NET, "device %d: %d NIC(s) x %d lane(s) = %d rail(s), %d endpoint(s) each, %d path(s); "
-           "completions polled by %s", dev->index, dev->nnics, dev->lanes_per_nic, dev->nrails, dev->neps,
-           dev->npaths, dev->threaded ? "the caller's thread on lane 0 and one thread per other lane"
+           "eager messages up to %zu bytes (%s); completions polled by %s", dev->index, dev->nnics,
+           dev->lanes_per_nic, dev->nrails, dev->neps, dev->npaths, dev->eager_max,
+           srd_param_int(SRD_PARAM_EAGER_MAX) >= 0 ? "NCCL_SRD_EAGER_MAX" : dev->rails[0].info->fabric_attr->prov_name,
+           dev->threaded ? "the caller's thread on lane 0 and one thread per other lane"
            : dev->lanes_per_nic > 1 ? "the caller's thread until the first large message" : "the caller's thread");
   dev->open = true;
   return SRD_OK;

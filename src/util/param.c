@@ -21,8 +21,9 @@ static const struct srd_param_desc table[SRD_PARAM_COUNT] = {
                           "interfaces to use as rails: prefixes, ^ to exclude, = for exact names"},
     [SRD_PARAM_RAILS] = {"NCCL_SRD_RAILS", 0, 0, 0, 64, "most rails per device (0: every local NIC)"},
     [SRD_PARAM_EPS_PER_RAIL] = {"NCCL_SRD_EPS_PER_RAIL", 0, 1, 1, 8, "endpoints per rail"},
-    [SRD_PARAM_EAGER_MAX] = {"NCCL_SRD_EAGER_MAX", 0, 8 * KIB, 0, 64 * KIB,
-                             "largest message sent eagerly, before the receiver's clear-to-send"},
+    [SRD_PARAM_EAGER_MAX] = {"NCCL_SRD_EAGER_MAX", 0, -1, -1, 64 * KIB,
+                             "largest message sent eagerly, before the receiver's clear-to-send (-1: 32 KiB on "
+                             "libfabric 2.x's native tcp, 8 KiB on other providers)"},
     /* NCCL's p2p chunks over the network are 128 KiB: above it send/recv
      * and alltoall would never start the lanes. */
     [SRD_PARAM_STRIPE_THRESHOLD] = {"NCCL_SRD_STRIPE_THRESHOLD", 0, 128 * KIB, 0, 1024 * MIB,

@@ -18,7 +18,7 @@
 #define SETUP_MS 30000
 #define VERSION 10
 
-/* Cycled through: eager (0 B, at and under the default 8 KiB limit) and
+/* Cycled through: eager (0 B, at and under an 8 KiB limit, set) and
  * rendezvous (just over it, one stripe, several stripes), with runs of
  * each so the receiver's view of the comm changes back and forth. */
 static const size_t cycle[] = {8, 8192, 8193, 0, 64, 256 << 10, 100, 4096, 70000, 65536, 1, 9000, 9000, 5};
@@ -81,7 +81,7 @@ static void sender(void *comm, unsigned char *bufs, void *mh) {
 
 static int rank_main(int rank, int nranks, void *arg) {
   (void)nranks;
-  unsetenv("NCCL_SRD_EAGER_MAX");
+  ST_CHECK(setenv("NCCL_SRD_EAGER_MAX", "8192", 1) == 0, "setenv failed");
   st_setup(arg, st_version(VERSION));
   size_t len = WINDOW * POSTED;
   unsigned char *bufs = st_alloc(len);

@@ -2,10 +2,12 @@
  * at INFO when it closes a comm (eager messages, messages written after the
  * receiver's clear-to-send, RMA writes), on both sides; every message is also
  * checked byte for byte.
- *   eager-default: NCCL_SRD_EAGER_MAX unset (8192): 0, 1 and 8192 bytes go
- *     eagerly, 8193 and 64 KiB after the clear-to-send, one write each.
+ *   eager-default: NCCL_SRD_EAGER_MAX unset: the device says it chose 32 KiB
+ *     on libfabric 2.x's native tcp and 8 KiB on other providers; 0, 1 and
+ *     that many bytes go eagerly, one byte more and 64 KiB after the
+ *     clear-to-send, one write each.
  *   eager-changed: NCCL_SRD_EAGER_MAX=1000: 1000 bytes eagerly, 1001 not.
- *   striped: 1 rail, 4 endpoints (NCCL_SRD_EPS_PER_RAIL=4), stripes from
+ *   striped: eager up to 8 KiB, 1 rail, 4 endpoints (NCCL_SRD_EPS_PER_RAIL=4), stripes from
  *     16 KiB of 4 KiB (NCCL_SRD_STRIPE_THRESHOLD, NCCL_SRD_MIN_STRIPE): every
  *     message of 16 KiB or more is 4 writes, odd sizes included. */
 #include <stdio.h>
@@ -28,9 +30,9 @@ struct plan {
 };
 
 static const struct plan plans[] = {
-    {"eager-default", NULL, 0, {0, 1, 8192, 8193, 65536}, 5, {3, 2, 2}},
+    {"eager-default", NULL, 0, {0, 1, 0 /* the default */, 1 /* past it */, 65536}, 5, {3, 2, 2}},
     {"eager-changed", "1000", 0, {999, 1000, 1001, 8192}, 4, {2, 2, 2}},
-    {"striped", NULL, 1, {16384, 100001, (1 << 20) + 3, (4 << 20) + 136}, 4, {0, 4, 16}},
+    {"striped", "8192", 1, {16384, 100001, (1 << 20) + 3, (4 << 20) + 136}, 4, {0, 4, 16}},
 };
 
 static void configure(const struct plan *p) {
@@ -51,9 +53,18 @@ static int rank_main(int rank, int nranks, void *arg) {
   configure(p);
   st_setup(ctx, st_version(VERSION));
   void *comm = st_pair_comm(rank, 0, 1, TIMEOUT_MS);
+  size_t sizes[MAX_MSGS];
+  memcpy(sizes, p->sizes, sizeof sizes);
+  if (!p->eager_max) {
+    char why[64];
+    size_t eager = st_device_eager_max(why, sizeof why), want = !strcmp(why, "tcp") ? 32768 : 8192;
+    ST_CHECK(eager == want, "the device chose eager messages up to %zu bytes for %s; expected %zu", eager, why, want);
+    sizes[2] += eager;
+    sizes[3] += eager;
+  }
   for (int i = 0; i < p->n; i++) {
-    if (rank == 1) st_send_one(comm, p->sizes[i], 77 + (uint64_t)i, i, TIMEOUT_MS);
-    else st_recv_one(comm, p->sizes[i], 77 + (uint64_t)i, i, TIMEOUT_MS);
+    if (rank == 1) st_send_one(comm, sizes[i], 77 + (uint64_t)i, i, TIMEOUT_MS);
+    else st_recv_one(comm, sizes[i], 77 + (uint64_t)i, i, TIMEOUT_MS);
   }
   st_barrier(TIMEOUT_MS);
   ST_NCCL(rank == 1 ? st_net_close_send(comm) : st_net_close_recv(comm));

@@ -2,7 +2,7 @@
  * ncclInvalidUsage and no byte of its buffer (nor of a guard after it, inside
  * the same registration) is written. The send fails with ncclInvalidUsage
  * when it went through the clear-to-send (the sender saw the buffer's size);
- * an eager send (up to NCCL_SRD_EAGER_MAX, unset here) has left before the
+ * an eager send (up to NCCL_SRD_EAGER_MAX, 8192 here) has left before the
  * sender could know and succeeds. Both sides resolve within 10 s. Each case
  * uses a fresh comm pair, since a comm that saw an error may fail from then
  * on. */
@@ -19,7 +19,7 @@
 #define SETUP_MS ST_HANG_MS
 #define VERSION 10
 
-/* Sizes over the posted 4 KiB: eager (just over, and at the default eager
+/* Sizes over the posted 4 KiB: eager (just over, and at the eager
  * limit) and through the clear-to-send path. */
 static const size_t send_sizes[] = {POSTED + 1, 8192, 1 << 20};
 #define EAGER_MAX 8192
@@ -63,7 +63,7 @@ static int expect(const char *who, size_t size, struct side got, struct side wan
 }
 
 static int rank_main(int rank, int nranks, void *arg) {
-  unsetenv("NCCL_SRD_EAGER_MAX");
+  ST_CHECK(setenv("NCCL_SRD_EAGER_MAX", "8192", 1) == 0, "setenv failed");
   st_setup(arg, st_version(VERSION));
   size_t len = POSTED + GUARD;
   unsigned char *buf = st_alloc(len);

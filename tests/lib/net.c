@@ -164,6 +164,17 @@ int st_device_lanes(int *nics, int *threaded) {
   return lanes;
 }
 
+size_t st_device_eager_max(char *why, size_t len) {
+  size_t eager = 0;
+  char what[64] = "";
+  pthread_mutex_lock(&log_ring.lock);
+  const char *p = strstr(device_line, "eager messages up to ");
+  if (!p || sscanf(p, "eager messages up to %zu bytes (%63[^)])", &eager, what) != 2) eager = 0;
+  pthread_mutex_unlock(&log_ring.lock);
+  snprintf(why, len, "%s", what);
+  return eager;
+}
+
 /* SRD_TEST_EXPECT_LANES=N (threads.sh, with NCCL_SRD_PROGRESS_THREADS=N): a
  * device opened with fewer than N + 1 lanes (lane 0 and one per thread) or
  * without its threads is a failure, not a quiet fallback. */

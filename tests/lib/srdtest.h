@@ -117,6 +117,10 @@ struct st_traffic st_traffic_last(int is_send);
  * SRD_TEST_EXPECT_LANES=N set, st_net_finalize fails the process when a
  * device opened with other than N threaded lanes. */
 int st_device_lanes(int *nics, int *threaded);
+/* The largest eager message of the device this process opened last, from
+ * the same line (0 when none opened), and what set it: NCCL_SRD_EAGER_MAX or
+ * the provider's name (at most len bytes into why). */
+size_t st_device_eager_max(char *why, size_t len);
 
 /* ---------- bounded helpers over the plugin ---------- */
 

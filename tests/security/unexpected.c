@@ -16,7 +16,7 @@
 
 #include "rogue.h"
 
-#define EAGER 8192         /* NCCL_SRD_EAGER_MAX's default: the largest message kept */
+#define EAGER 8192         /* the victim's NCCL_SRD_EAGER_MAX: the largest message kept */
 #define KEPT_MAX 1024      /* SRD_SENT_TAGS: sequences ahead, and messages kept */
 #define PAST_WINDOW 1100   /* comm 0's first sequence outside the window */
 #define REPEATS 16384      /* comm 1's flood: 16x the bound */
@@ -33,6 +33,7 @@ static long rss_bytes(void) {
 }
 
 static int victim(void *arg) {
+  ST_CHECK(setenv("NCCL_SRD_EAGER_MAX", "8192", 1) == 0, "setenv failed");
   st_setup(arg, st_version(VERSION));
   char handle[HSIZE];
   void *lcomm = victim_listen(handle, 1, -1), *rc[2] = {NULL, NULL};

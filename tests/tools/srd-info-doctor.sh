@@ -53,7 +53,7 @@ check env NCCL_SRD_KEEPALIVE_MS=10s NCCL_SRD_GDR=maybe NCCL_SRD_TOPO_FILE=/nonex
 expect_fail variables "NCCL_SRD_KEEPALIVE_MS=10s is not a number"
 expect_fail variables "NCCL_SRD_GDR=maybe is not auto, 0 or 1"
 expect_fail variables "NCCL_SRD_TOPO_FILE=/nonexistent cannot be read"
-expect_fail variables "NCCL_SRD_EAGER_MAX=1M is out of range [0, 65536]"
+expect_fail variables "NCCL_SRD_EAGER_MAX=1M is out of range [-1, 65536]"
 [ "$(grep -c '^FAIL' "$tmp/out")" -eq 4 ] || { cat "$tmp/out"; fail "not one line per bad variable"; }
 
 # NCCL_SRD_GDR=1 where no device can offer GPU memory: the plugin's init fails.

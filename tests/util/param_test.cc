@@ -181,7 +181,7 @@ TEST(ParamCheck, NumbersSayWhetherUnparsableOrOutOfRange) {
   EXPECT_EQ("", why_rejected(SRD_PARAM_KEEPALIVE_MS, ""));
   EXPECT_NE(std::string::npos, why_rejected(SRD_PARAM_KEEPALIVE_MS, "10s").find("is not a number"));
   EXPECT_EQ("is out of range [10, 600000]", why_rejected(SRD_PARAM_KEEPALIVE_MS, "5"));
-  EXPECT_EQ("is out of range [0, 65536]", why_rejected(SRD_PARAM_EAGER_MAX, "1M"));
+  EXPECT_EQ("is out of range [-1, 65536]", why_rejected(SRD_PARAM_EAGER_MAX, "1M"));
 }
 
 TEST(ParamCheck, GdrIsAutoZeroOrOne) {
