@@ -135,6 +135,9 @@ const char *srd_efa_fabric(void);
 int srd_fabric_fits(const struct fi_info *info, const char *efa_fabric);
 /* Frees the entries of *infos that do not fit, keeping the order. */
 void srd_fabric_keep(struct fi_info **infos, const char *efa_fabric);
+/* The largest message sent eagerly on this provider when NCCL_SRD_EAGER_MAX
+ * is unset: the plugin's choice, which srd-perf's raw half follows. */
+size_t srd_eager_default(const struct fi_info *info);
 /* Who can talk to whom: the efa fabric's name on efa, the provider's name
  * elsewhere. Carried in the listen handle; a connect across two fails. */
 #define SRD_TRANSPORT_MAX 32

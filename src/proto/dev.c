@@ -172,20 +172,10 @@ static void check_ll(const struct srd_dev *dev) {
              "NCCL_PROTO=Simple", dev->index, tuner, rule.why);
 }
 
-/* NCCL_SRD_EAGER_MAX unset. On libfabric 2.x's native tcp a send of any
- * size goes straight into the posted buffer, and mid-size messages (NCCL's
- * 16-64 KiB Simple steps at 2-4 ranks) are faster eagerly than behind a
- * clear-to-send; ofi_rxm (1.17's tcp) sends above its 16 KiB buffers by a
- * rendezvous of its own, slower still (BENCHMARKS.md, "Eager size"). */
-static size_t auto_eager_max(const struct srd_dev *dev) {
-  const char *prov = dev->nics->nics[dev->group.nics[0]].info->fabric_attr->prov_name;
-  return !strcmp(prov, "tcp") ? 32 * 1024 : 8 * 1024;
-}
-
 int srd_dev_open(struct srd_dev *dev) {
   dev->neps = (int)srd_param_int(SRD_PARAM_EPS_PER_RAIL);
   int64_t eager = srd_param_int(SRD_PARAM_EAGER_MAX);
-  dev->eager_max = eager >= 0 ? (size_t)eager : auto_eager_max(dev);
+  dev->eager_max = eager >= 0 ? (size_t)eager : srd_eager_default(dev->nics->nics[dev->group.nics[0]].info);
   dev->nnics = dev->group.nnics;
   dev->sched.threshold = (size_t)srd_param_int(SRD_PARAM_STRIPE_THRESHOLD);
   int set = (int)srd_param_int(SRD_PARAM_PROGRESS_THREADS);

@@ -1,6 +1,6 @@
 /* The baseline srd-perf compares a plugin against: what a libfabric program
  * does best on the same provider and NIC group (srd_topo_*), with as little
- * as possible around it. Up to RAW_EAGER_MAX bytes a message goes at once
+ * as possible around it. Up to the plugin's eager size a message goes at once
  * (fi_injectdata within the inject size, else fi_senddata, its sequence as
  * immediate data) into a control receive the peer posted ahead and copies
  * out; the sender holds RAW_EAGER_CREDITS of them, returned in batches.
@@ -8,7 +8,7 @@
  * {sequence, address, length, one key per rail}; the sender answers with
  * fi_writedata stripes whose 32-bit immediate data {sequence, stripe count}
  * the receiver counts.
- * One endpoint per rail per connection; rail i talks to peer rail i mod n.
+ * One endpoint per rail for the whole process; rail i talks to peer rail i mod n.
  * Sent and posted sizes are assumed equal (srd-perf always posts both). */
 #include <stddef.h>
 #include <stdint.h>
@@ -371,8 +371,8 @@ struct perf_transport *perf_raw_open(int dev, int cuda) {
   }
   if (raw_open_endpoints(r)) goto fail;
   snprintf(r->base.description, sizeof(r->base.description),
-           "raw libfabric %s (eager fi_senddata up to %d B, fi_writedata above; one endpoint per rail; %d rail%s%s)",
-           nics.provider, RAW_EAGER_MAX, r->nrails, r->nrails == 1 ? "" : "s", cuda ? ", FI_HMEM" : "");
+           "raw libfabric %s (eager fi_senddata up to %zu B, fi_writedata above; one endpoint per rail; %d rail%s%s)",
+           nics.provider, r->rx_bytes, r->nrails, r->nrails == 1 ? "" : "s", cuda ? ", FI_HMEM" : "");
   free(topo);
   srd_topo_free(&nics);
   return &r->base;

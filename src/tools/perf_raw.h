@@ -27,11 +27,10 @@
 #define RAW_STRIPE_ALIGN 128
 #define RAW_MIN_STRIPE (64 * 1024)
 #define RAW_POST_TIMEOUT_S 10
-/* Messages up to this size go eagerly (fi_senddata, fi_injectdata within the
- * provider's inject size) into the pool's posted receives, which are this
+/* Messages up to the plugin's eager size for the provider
+ * (srd_rail_eager_default) go eagerly (fi_senddata, fi_injectdata within the
+ * provider's inject size) into the pool's posted receives, which are that
  * large; the receiver copies them out. */
-#define RAW_EAGER_MAX 8192
-#define RAW_RX_BYTES RAW_EAGER_MAX
 #define RAW_CREDIT_BATCH 8 /* the receiver returns eager credits this many at a time */
 
 static inline uint32_t raw_imm(uint32_t comm, uint32_t seq, uint32_t stripes) {
@@ -69,7 +68,7 @@ struct raw_msg {
     uint32_t credits;
   } u;
 };
-_Static_assert(sizeof(struct raw_msg) <= RAW_RX_BYTES, "a control message fits a posted receive");
+_Static_assert(sizeof(struct raw_msg) <= 8192, "a control message fits a posted receive of the smallest eager size");
 
 /* The handle NCCL's exchange carries: the listener's rail-0 address and comm.
  * Like NCCL plugins, connect keeps its in-progress state in its copy of the
@@ -143,6 +142,7 @@ struct raw {
   int credits_due; /* some peer is owed credits that could not be sent at once */
   /* Receives posted on rail 0 for every comm's control and eager messages. */
   int npool;
+  size_t rx_bytes; /* each pool receive, the largest eager message */
   char *pool;
   struct raw_mr pool_mr;
   struct raw_op *pool_ops;

@@ -75,7 +75,7 @@ void raw_deregister(struct raw_mr *m) {
 }
 
 static int post_pool_recv(struct raw *r, struct raw_op *op) {
-  ssize_t rc = fi_recv(r->rails[0].ep, op->buf, RAW_RX_BYTES, r->pool_mr.desc[0], FI_ADDR_UNSPEC, &op->fi_ctx);
+  ssize_t rc = fi_recv(r->rails[0].ep, op->buf, r->rx_bytes, r->pool_mr.desc[0], FI_ADDR_UNSPEC, &op->fi_ctx);
   /* The pool is half the receive queue: a refusal here is no passing state. */
   if (raw_fi_check((int)rc, "fi_recv (pool)")) {
     r->failed = 1;
@@ -429,12 +429,13 @@ int raw_open_endpoints(struct raw *r) {
   }
   size_t rx = r->rails[0].info->rx_attr->size / 2;
   r->npool = rx < 16 ? 16 : rx > RAW_POOL_MAX ? RAW_POOL_MAX : (int)rx;
-  r->pool = calloc((size_t)r->npool, RAW_RX_BYTES);
+  r->rx_bytes = srd_eager_default(r->rails[0].info);
+  r->pool = calloc((size_t)r->npool, r->rx_bytes);
   r->pool_ops = calloc((size_t)r->npool, sizeof(*r->pool_ops));
-  if (!r->pool || !r->pool_ops || raw_register_on_rails(r, r->pool, (size_t)r->npool * RAW_RX_BYTES, 0, &r->pool_mr))
+  if (!r->pool || !r->pool_ops || raw_register_on_rails(r, r->pool, (size_t)r->npool * r->rx_bytes, 0, &r->pool_mr))
     return -1;
   for (int i = 0; i < r->npool; i++) {
-    r->pool_ops[i] = (struct raw_op){.kind = OP_CTRL_RECV, .slot = i, .buf = r->pool + (size_t)i * RAW_RX_BYTES};
+    r->pool_ops[i] = (struct raw_op){.kind = OP_CTRL_RECV, .slot = i, .buf = r->pool + (size_t)i * r->rx_bytes};
     if (post_pool_recv(r, &r->pool_ops[i])) return -1;
   }
   return 0;
@@ -473,7 +474,7 @@ struct raw_comm *raw_comm_create(struct raw *r) {
   c->nrails = r->nrails;
   c->staged_slot = c->setup_slot = -1;
   /* GPU buffers take no CPU copy: with --cuda only empty messages go eagerly. */
-  c->eager_max = r->base.cuda ? 0 : r->rails[0].max_msg < RAW_EAGER_MAX ? r->rails[0].max_msg : RAW_EAGER_MAX;
+  c->eager_max = r->base.cuda ? 0 : r->rails[0].max_msg < r->rx_bytes ? r->rails[0].max_msg : r->rx_bytes;
   c->next = r->comms;
   if (r->comms) r->comms->prev = c;
   r->comms = c;

@@ -108,6 +108,15 @@ void srd_transport_name(const struct fi_info *info, char *out, size_t len) {
   snprintf(out, len, "%s", !strcmp(prov, "efa") && info->fabric_attr->name ? info->fabric_attr->name : prov);
 }
 
+/* On libfabric 2.x's native tcp a send of any size goes straight into the
+ * posted buffer, and mid-size messages (NCCL's 16-64 KiB Simple steps at 2-4
+ * ranks) are faster eagerly than behind a clear-to-send; ofi_rxm (1.17's tcp)
+ * sends above its 16 KiB buffers by a rendezvous of its own, slower still
+ * (BENCHMARKS.md, "Eager size"); efa and shm keep 8 KiB. */
+size_t srd_eager_default(const struct fi_info *info) {
+  return !strcmp(info->fabric_attr->prov_name, "tcp") ? 32 * 1024 : 8 * 1024;
+}
+
 /* efa at a libfabric version it is refused on is not usable; one it is warned
  * on is, with the warning. */
 static int efa_version_usable(void) {

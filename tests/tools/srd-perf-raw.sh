@@ -22,5 +22,11 @@ for prov in tcp shm; do
   json_check "$tmp/json" || { cat "$tmp/json"; fail "$prov: --json is not valid JSON"; }
   grep -q '"transport": "raw"' "$tmp/json" || fail "$prov: JSON lacks the transport"
   [ "$(grep -c '"size"' "$tmp/json")" -eq 6 ] || fail "$prov: expected 6 sizes (8 B .. 64 KiB by 8) in JSON"
+  # The raw half sends eagerly up to the size the plugin does on this provider,
+  # or the plugin/raw ratio between the two sizes compares eager with rendezvous.
+  NCCL_DEBUG=INFO FI_PROVIDER="$prov" timeout 600 "$bin" -b 8 -e 8 -n 2 -w 1 > "$tmp/both" 2>&1 || fail "$prov: plugin run"
+  plugin=$(sed -n 's/.*eager messages up to \([0-9]*\) bytes.*/\1/p' "$tmp/both" | head -n 1)
+  raw=$(sed -n 's/.*raw libfabric.*eager fi_senddata up to \([0-9]*\) B.*/\1/p' "$tmp/both" | head -n 1)
+  [ -n "$plugin" ] && [ "$plugin" = "$raw" ] || { cat "$tmp/both"; fail "$prov: raw eager size '$raw' against the plugin's '$plugin'"; }
 done
 echo "PASS"
