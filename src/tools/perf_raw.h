@@ -28,7 +28,7 @@
 #define RAW_MIN_STRIPE (64 * 1024)
 #define RAW_POST_TIMEOUT_S 10
 /* Messages up to the plugin's eager size for the provider
- * (srd_rail_eager_default) go eagerly (fi_senddata, fi_injectdata within the
+ * (srd_eager_default) go eagerly (fi_senddata, fi_injectdata within the
  * provider's inject size) into the pool's posted receives, which are that
  * large; the receiver copies them out. */
 #define RAW_CREDIT_BATCH 8 /* the receiver returns eager credits this many at a time */
