@@ -1,4 +1,7 @@
-/* Load: 32 requests in flight on one comm (posted before any is tested), and
+/* Load: 32 requests in flight on one comm (posted before any is tested), 3
+ * rounds of them (inflight-32) or 64 (inflight-32x64: 2048 messages, more
+ * than the receive buffers a rail's endpoints hold, however they are spread:
+ * recv-refuse.sh needs every buffer to have been reposted several times), and
  * 72 comm pairs between two processes, half in each direction, with traffic
  * on every one. The 72 are set up the way NCCL does it: one thread connects
  * and accepts while another drives the data path of the comms already up, so
@@ -16,18 +19,17 @@
 /* ---------- 32 in flight ---------- */
 
 #define INFLIGHT 32
-#define ROUNDS 3
 #define SLOT ((size_t)1 << 20)
 static const size_t inflight_sizes[] = {1, 4096, 8193, 65536, SLOT, 0, 300000, 17};
 
 static size_t inflight_size(int j) { return inflight_sizes[j % (int)(sizeof inflight_sizes / sizeof inflight_sizes[0])]; }
 
-static int inflight_rank(int rank, int nranks, void *arg) {
+static int inflight_rounds(int rank, void *arg, int rounds) {
   st_setup(arg, st_version(VERSION));
   void *comm = st_pair_comm(rank, 0, 1, TIMEOUT_MS), *mh = NULL;
   unsigned char *buf = st_alloc(INFLIGHT * SLOT);
   ST_NCCL(st_net_reg_mr(comm, buf, INFLIGHT * SLOT, &mh));
-  for (int round = 0; round < ROUNDS; round++) {
+  for (int round = 0; round < rounds; round++) {
     void *reqs[INFLIGHT];
     for (int j = 0; j < INFLIGHT; j++) {
       unsigned char *slot = buf + j * SLOT;
@@ -72,6 +74,16 @@ static int inflight_rank(int rank, int nranks, void *arg) {
   st_free(buf, INFLIGHT * SLOT);
   ST_NCCL(st_net_finalize());
   return 0;
+}
+
+static int inflight_rank(int rank, int nranks, void *arg) {
+  (void)nranks;
+  return inflight_rounds(rank, arg, 3);
+}
+
+static int inflight_long_rank(int rank, int nranks, void *arg) {
+  (void)nranks;
+  return inflight_rounds(rank, arg, 64);
 }
 
 /* ---------- 72 comm pairs ---------- */
@@ -217,9 +229,11 @@ static int run2(const struct st_ctx *ctx, st_rank_fn fn) {
 }
 
 static int inflight(const struct st_ctx *ctx) { return run2(ctx, inflight_rank); }
+static int inflight_long(const struct st_ctx *ctx) { return run2(ctx, inflight_long_rank); }
 static int many_comms(const struct st_ctx *ctx) { return run2(ctx, comms_rank); }
 
 int main(int argc, char **argv) {
-  static const struct st_case cases[] = {{"inflight-32", inflight}, {"comms-72", many_comms}};
-  return st_main(argc, argv, cases, 2);
+  static const struct st_case cases[] = {
+      {"inflight-32", inflight}, {"inflight-32x64", inflight_long}, {"comms-72", many_comms}};
+  return st_main(argc, argv, cases, 3);
 }
