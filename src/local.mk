@@ -1,6 +1,6 @@
 # Internal convenience libraries, one per layer group; the plugin is their union.
 noinst_LTLIBRARIES += libsrd_util.la libsrd_core.la
-libsrd_util_la_SOURCES = src/util/log.c src/util/param.c src/util/sys.c src/util/cuda.c src/util/stats.c
+libsrd_util_la_SOURCES = src/util/log.c src/util/param.c src/util/sys.c src/util/cuda.c src/util/cuda_stream.c src/util/stats.c
 libsrd_util_la_LIBADD = -lpthread -ldl
 
 libsrd_core_la_SOURCES = \
@@ -10,8 +10,8 @@ libsrd_core_la_SOURCES = \
 	src/wire/wire.c src/sched/sched.c \
 	src/proto/dev.c src/proto/comms.c src/proto/ctrl.c src/proto/probe.c src/proto/failover.c src/proto/fence.c src/proto/lanes.c src/proto/regs.c \
 	src/proto/request.c src/proto/send.c src/proto/recv.c src/proto/bye.c src/proto/flush.c \
-	src/proto/rma.c src/proto/rma_target.c \
-	src/comm/dispatch.c src/comm/handshake.c src/comm/close.c src/comm/net.c src/comm/rma_net.c
+	src/proto/rma.c src/proto/rma_gpu.c src/proto/rma_target.c \
+	src/comm/dispatch.c src/comm/handshake.c src/comm/close.c src/comm/net.c src/comm/rma_init.c src/comm/rma_net.c
 libsrd_core_la_LIBADD = libsrd_topo.la libsrd_util.la $(FABRIC_LIBS) $(HWLOC_LIBS) -ldl
 
 lib_LTLIBRARIES += libnccl-net-srd.la

@@ -49,4 +49,8 @@ void srd_comm_replay_early(struct srd_comm *c);
  * the wait is retired: freed when they complete or when the device closes. */
 void srd_comm_close(struct srd_comm *c);
 
+/* One-sided RMA's contexts (init's and createContext's) carry this magic
+ * first (src/comm/rma_init.c, src/comm/rma_net.c). */
+#define SRD_RMA_CTX_MAGIC 0x5352444d41435431ull /* "SRDMACT1" */
+
 #endif

@@ -4,6 +4,7 @@
 #ifndef SRD_NET_H
 #define SRD_NET_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -48,19 +49,28 @@ ncclResult_t srd_net_close_send(void *send_comm);
 ncclResult_t srd_net_close_recv(void *recv_comm);
 ncclResult_t srd_net_close_listen(void *listen_comm);
 
-/* One-sided RMA (ncclRma, NCCL 2.30+; src/comm/rma_net.c). init fails,
- * logged, where the path cannot work. connect and regMrSym are collective:
+/* One-sided RMA (ncclRma, NCCL 2.30+; src/comm/rma_init.c, rma_net.c). init
+ * fails, logged, where the path cannot work: NCCL_SRD_RMA off or auto, or
+ * NCCL_SRD_RMA=gpu on a device that cannot take GPU windows
+ * (srd_net_rma_gpu_check). srd_rma_net_gpu_windows: did init offer GPU
+ * windows (NCCL_PTR_CUDA in the RMA properties, regMrSym takes them)? connect and regMrSym are collective:
  * every rank of the group calls them in the same order. Ops never answer
  * "later": what the provider cannot take yet waits inside. */
 ncclResult_t srd_rma_net_init(void **ctx, ncclDebugLogger_t logger);
 ncclResult_t srd_rma_net_finalize(void *ctx);
+bool srd_rma_net_gpu_windows(void);
+/* Every device can take GPU windows (srd_rma_gpu_check): 0, or -1 with the
+ * first device's why. After srd_net_init. */
+int srd_net_rma_gpu_check(char *why, size_t len);
 ncclResult_t srd_rma_net_listen(void *ctx, int dev, void *handle, void **listen_comm);
 ncclResult_t srd_rma_net_connect(void *handles[], int nranks, int rank, void *listen_comm, void **coll);
 ncclResult_t srd_rma_net_close(void *coll);
 ncclResult_t srd_rma_net_create_context(void *coll, int ncontexts, void **rctx);
 ncclResult_t srd_rma_net_destroy_context(void *rctx);
-ncclResult_t srd_rma_net_reg(void *coll, void *data, size_t size, int type, int dmabuf_fd, uint64_t offset,
-                             void **mhandle);
+/* type: NCCL_PTR_HOST, or NCCL_PTR_CUDA where GPU windows are offered;
+ * mr_flags: NCCL_NET_MR_FLAG_*. */
+ncclResult_t srd_rma_net_reg(void *coll, void *data, size_t size, int type, uint64_t mr_flags, int dmabuf_fd,
+                             uint64_t offset, void **mhandle);
 ncclResult_t srd_rma_net_dereg(void *coll, void *mhandle);
 /* signal_mh NULL: a put without signal; size 0 with a signal: a signal alone.
  * signal_op: NCCL_NET_SIGNAL_OP_*. */

@@ -31,7 +31,7 @@ enum srd_param {
   SRD_PARAM_GDR,              /* string: GPU memory: auto, 0 (host only) or 1 (required) */
   SRD_PARAM_TEST_CPUS,        /* int: CPUs the automatic lane count assumes (tests; 0: the machine's) */
   SRD_PARAM_EFA_FABRIC,       /* string: efa's RDM fabric: efa (default) or efa-direct */
-  SRD_PARAM_RMA,              /* string: one-sided RMA (ncclRma): auto, 0 (off) or host (host windows only) */
+  SRD_PARAM_RMA,              /* string: one-sided RMA (ncclRma): auto, 0 (off), host (host windows only) or gpu */
   SRD_PARAM_COUNT
 };
 
@@ -62,7 +62,9 @@ void srd_param_reload(void);
  * suffix may be spelled KiB or KB too. */
 int srd_param_parse_int(const char *text, int64_t *out);
 /* Does NCCL_SRD_RMA let ncclRma's init succeed, and why (or why not)? The
- * one reading of it, for the plugin and srd-info. */
+ * one reading of it, for the plugin and srd-info: SRD_RMA_GPU still depends
+ * on the devices (srd_rma_gpu_check). */
+enum srd_rma_mode { SRD_RMA_OFF = 0, SRD_RMA_HOST = 1, SRD_RMA_GPU = 2 };
 int srd_param_rma_offered(const char **why);
 int srd_parse_size(const char *text, uint64_t *out);
 

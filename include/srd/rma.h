@@ -18,6 +18,7 @@
 #ifndef SRD_RMA_H
 #define SRD_RMA_H
 
+#include "srd/cuda.h"
 #include "srd/proto.h"
 
 #define SRD_RMA_COLL_MAGIC 0x5352444d41434f31ull /* "SRDMACO1" */
@@ -31,13 +32,22 @@ struct srd_rma_remote {
   int nkeys;
 };
 
+/* How NCCL registered a window (its mrFlags, translated by the comm layer). */
+enum srd_rma_win_flags {
+  SRD_RMA_WIN_FORCE_SO = 1,    /* strongly ordered: every window is, recorded for the logs */
+  SRD_RMA_WIN_NEVER_RESET = 2, /* signal words only we change: a host shadow holds their value */
+};
+
 struct srd_rma_win {
   uint64_t magic; /* SRD_RMA_COLL_MAGIC while registered */
   struct srd_rma_coll *coll;
   uint32_t index;
   char *base;
   size_t len;
-  int cuda_dev;
+  int cuda_dev;   /* the CUDA device owning the window, -1 host memory */
+  unsigned flags; /* enum srd_rma_win_flags */
+  struct srd_cuda_stream *stream; /* GPU windows: the group's stream for cuda_dev */
+  uint64_t *shadow; /* NEVER_RESET GPU windows: each word's value, made at the first signal */
   struct srd_rail_mrs *mrs; /* exactly [base, base+len), remote write and read */
   struct srd_rma_remote *remote; /* [nranks] */
 };
@@ -64,6 +74,9 @@ struct srd_rma_op {
   bool released;   /* NCCL saw it done: back to the pool once outstanding is 0 */
   struct srd_stripe stripes[SRD_MAX_STRIPES];
   struct srd_rail_write w[SRD_MAX_STRIPES];
+  /* A self op on GPU memory runs on a stream: done when its event is. */
+  struct srd_cuda_stream *stream;
+  srd_cuevent event;
   struct srd_rma_op *next; /* the peer's queue, or the pool */
   struct srd_rma_op *all;  /* every op the group made, freed with it */
 };
@@ -99,6 +112,8 @@ struct srd_rma_coll {
   struct srd_rma_win **wins;  /* by registration order; NULL once deregistered */
   int nwins, cap_wins;
   struct srd_rma_op *free_ops, *all_ops;
+  struct srd_cuda_stream **streams; /* [nstreams]: by CUDA device, opened by the first window there */
+  int nstreams;
   int result; /* first error (enum srd_err), kept for queryLastError */
 };
 
@@ -113,11 +128,12 @@ void srd_rma_set_peer(struct srd_rma_coll *coll, int rank, struct srd_comm *send
 
 /* Windows. srd_rma_win_new registers [base, base+len) on every rail (no lock
  * held: registering takes dev->lock) and returns the window with the next
- * index, its local keys in *mine; srd_rma_win_set_remote records a peer's. */
-int srd_rma_win_new(struct srd_rma_coll *coll, void *base, size_t len, int cuda_dev, int dmabuf_fd, uint64_t offset,
-                    struct srd_rma_win **out, struct srd_rma_remote *mine);
+ * index, its local keys in *mine; srd_rma_win_set_remote records a peer's.
+ * A GPU window (cuda_dev >= 0) gets the group's stream for its device. */
+int srd_rma_win_new(struct srd_rma_coll *coll, void *base, size_t len, int cuda_dev, unsigned flags, int dmabuf_fd,
+                    uint64_t offset, struct srd_rma_win **out, struct srd_rma_remote *mine);
 int srd_rma_win_set_remote(struct srd_rma_win *w, int rank, const struct srd_rma_remote *r);
-/* No lock held. */
+/* No lock held. Waits for the window's stream first. */
 void srd_rma_win_free(struct srd_rma_win *w);
 /* Is h a live window of coll? (h must be a pointer NCCL got from us or NULL.) */
 bool srd_rma_win_valid(const struct srd_rma_coll *coll, const void *h);
@@ -149,9 +165,36 @@ int srd_rma_signal_target(struct srd_rma_coll *coll, const struct srd_msg_rma_si
 /* Tell the origin how far we applied its ops (again at progress when the
  * provider is full). */
 void srd_rma_send_ack(struct srd_rma_peer *p);
-/* A signal on host memory: the CPU's atomic, whose release order publishes
- * every write counted before it. */
-void srd_rma_apply(char *word, uint8_t op, uint64_t value);
+/* Apply a signal to word of window w, once every write it covers landed
+ * (src/proto/rma_gpu.c). Host memory: the CPU's atomic, whose release order
+ * publishes every write counted before it. GPU memory: an 8-byte write on
+ * the window's stream, which lands after the copies before it (shm copied
+ * the data synchronously before we counted it), of the word's shadow plus
+ * the signal (NEVER_RESET), or of the word read back on that stream plus
+ * the signal. SRD_OK, or an error logged. Lock held. */
+int srd_rma_apply(struct srd_rma_win *w, char *word, uint8_t op, uint64_t value);
+/* A put or get to ourselves with GPU memory on either side (or a signal
+ * into a GPU window): the copy and then the signal on the stream, op->event
+ * set when the op waits for the stream (test polls it). Lock held. */
+int srd_rma_gpu_self(struct srd_rma_op *op, struct srd_rma_win *dwin, char *dst, struct srd_rma_win *swin,
+                     const char *src, size_t size, struct srd_rma_win *sigwin, char *word,
+                     const struct srd_msg_rma_signal *sig);
+/* Has op's stream work run? SRD_OK yes, SRD_AGAIN not yet, or an error
+ * (logged). */
+int srd_rma_gpu_op_poll(struct srd_rma_op *op);
+/* Attach GPU window w to the group's stream for its device, opening it on
+ * first use. Lock held. */
+int srd_rma_gpu_win(struct srd_rma_coll *coll, struct srd_rma_win *w);
+/* Wait for everything queued on w's stream (none for host windows). */
+int srd_rma_gpu_sync(struct srd_rma_win *w);
+/* The group's streams, waited for and closed (srd_rma_coll_free). */
+void srd_rma_gpu_close(struct srd_rma_coll *coll);
+/* Can a device whose rails are provider's, with GPU decision gdr, take GPU
+ * windows? 0, or -1 with why: the provider is not shm (no FI_HMEM for
+ * writes with signals), the device offers no GPU memory, or a CUDA device
+ * cannot write 64-bit stream memory. */
+int srd_rma_gpu_check(const char *provider, const struct srd_gdr_decision *gdr, const struct srd_cuda *cu, char *why,
+                      size_t len);
 
 /* Incoming (dispatch, lock held): a one-sided write into c's windows, a
  * signal, an acknowledgement. Forged or impossible ones are dropped and

@@ -16,7 +16,9 @@ static ncclResult_t props_v14(int dev, ncclNetProperties_v12_t *out) {
   ncclResult_t rc = srd_net_get_properties(dev, &p);
   if (rc != ncclSuccess) return rc;
   SRD_FILL_PROPS_V9(out, p);
-  out->ptrSupport = NCCL_PTR_HOST; /* windows are host memory for now */
+  /* Never DMABUF: NCCL would register GPU windows by dma-buf, which shm
+   * and tcp do not take (and a failed dma-buf registration is fatal). */
+  out->ptrSupport = NCCL_PTR_HOST | (srd_rma_net_gpu_windows() ? NCCL_PTR_CUDA : 0);
   out->netDeviceType = NCCL_NET_DEVICE_GIN_PROXY;
   out->maxMultiRequestSize = 1;
   out->railId = (int16_t)p.rail_id;
@@ -33,14 +35,12 @@ static ncclResult_t create_context_v14(void *coll, ncclRmaConfig_v14_t *config, 
 }
 
 static ncclResult_t reg_v14(void *coll, void *data, size_t size, int type, uint64_t flags, void **mh) {
-  (void)flags; /* every window is strongly ordered; signals only ever add */
-  return srd_rma_net_reg(coll, data, size, type, -1, 0, mh);
+  return srd_rma_net_reg(coll, data, size, type, flags, -1, 0, mh);
 }
 
 static ncclResult_t reg_dmabuf_v14(void *coll, void *data, size_t size, int type, uint64_t offset, int fd,
                                    uint64_t flags, void **mh) {
-  (void)flags;
-  return srd_rma_net_reg(coll, data, size, type, fd, offset, mh);
+  return srd_rma_net_reg(coll, data, size, type, flags, fd, offset, mh);
 }
 
 static ncclResult_t iput_v14(void *rctx, int context, uint64_t src_off, void *src_mh, size_t size, uint64_t dst_off,

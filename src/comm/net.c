@@ -4,6 +4,7 @@
 
 #include <limits.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +14,7 @@
 #include "srd/gdr.h"
 #include "srd/log.h"
 #include "srd/param.h"
+#include "srd/rma.h"
 #include "srd/stats.h"
 #include "srd/sys.h"
 
@@ -119,6 +121,18 @@ void srd_net_fini(void) {
   pthread_mutex_lock(&g.lock);
   if (g.refs > 0) g.refs--;
   pthread_mutex_unlock(&g.lock);
+}
+
+int srd_net_rma_gpu_check(char *why, size_t len) {
+  const struct srd_cuda *cu = srd_cuda_get();
+  for (int d = 0; d < g.ndevs; d++) {
+    char w[512];
+    if (srd_rma_gpu_check(g.nics.provider, &g.devs[d].gdr, cu, w, sizeof(w))) {
+      snprintf(why, len, "device %d: %s", d, w);
+      return -1;
+    }
+  }
+  return 0;
 }
 
 ncclResult_t srd_net_devices(int *ndev) {

@@ -9,57 +9,21 @@
 
 #include "nccl/net_common.h"
 #include "srd/comm.h"
+#include "srd/cuda.h"
 #include "srd/log.h"
 #include "srd/net.h"
 #include "srd/param.h"
 #include "srd/rma.h"
 #include "srd/sys.h"
 
-#define CTX_MAGIC 0x5352444d41435431ull /* "SRDMACT1" */
 #define ROUND_TAG 0x524d41              /* "RMA": the setup rounds' messages */
 #define ROUND_MAGIC 0x53524452u
 
 struct rma_ctx {
-  uint64_t magic;
+  uint64_t magic; /* SRD_RMA_CTX_MAGIC */
   struct srd_rma_coll *coll;
   int ncontexts;
 };
-
-ncclResult_t srd_rma_net_init(void **ctx, ncclDebugLogger_t logger) {
-  if (!ctx) return ncclInvalidArgument;
-  *ctx = NULL;
-  if (logger) srd_log_set_logger(logger);
-  const char *why;
-  if (!srd_param_rma_offered(&why)) {
-    SRD_INFO(NCCL_INIT | NCCL_NET, "RMA: not offered: %s", why);
-    return ncclInternalError;
-  }
-  ncclResult_t rc = srd_net_init(logger);
-  if (rc != ncclSuccess) return rc;
-  int ndev = 0;
-  srd_net_devices(&ndev);
-  if (ndev < 1) {
-    SRD_INFO(NCCL_INIT | NCCL_NET, "RMA: not offered: no device");
-    srd_net_fini();
-    return ncclSystemError;
-  }
-  *ctx = calloc(1, sizeof(uint64_t));
-  if (!*ctx) {
-    srd_net_fini();
-    return ncclSystemError;
-  }
-  *(uint64_t *)*ctx = CTX_MAGIC;
-  SRD_INFO(NCCL_INIT | NCCL_NET, "RMA: offered on %d device(s), host windows only", ndev);
-  return ncclSuccess;
-}
-
-ncclResult_t srd_rma_net_finalize(void *ctx) {
-  if (!ctx || *(uint64_t *)ctx != CTX_MAGIC) return ncclInvalidArgument;
-  *(uint64_t *)ctx = 0;
-  free(ctx);
-  srd_net_fini();
-  return ncclSuccess;
-}
 
 ncclResult_t srd_rma_net_listen(void *ctx, int dev, void *handle, void **listen_comm) {
   (void)ctx; /* NCCL passes its net context here at times: nothing is kept in it */
@@ -254,7 +218,7 @@ ncclResult_t srd_rma_net_create_context(void *p, int ncontexts, void **rctx) {
   if (!rctx || !coll_ok(coll) || ncontexts < 1) return ncclInvalidArgument;
   struct rma_ctx *c = calloc(1, sizeof(*c));
   if (!c) return ncclSystemError;
-  c->magic = CTX_MAGIC;
+  c->magic = SRD_RMA_CTX_MAGIC;
   c->coll = coll;
   c->ncontexts = ncontexts;
   *rctx = c;
@@ -263,7 +227,7 @@ ncclResult_t srd_rma_net_create_context(void *p, int ncontexts, void **rctx) {
 
 ncclResult_t srd_rma_net_destroy_context(void *p) {
   struct rma_ctx *c = p;
-  if (!c || c->magic != CTX_MAGIC) return ncclInvalidArgument;
+  if (!c || c->magic != SRD_RMA_CTX_MAGIC) return ncclInvalidArgument;
   c->magic = 0;
   free(c);
   return ncclSuccess;
@@ -272,20 +236,42 @@ ncclResult_t srd_rma_net_destroy_context(void *p) {
 /* Window descriptions as they travel: addr, len, key count, keys. */
 #define DESC_WORDS (3 + SRD_MAX_RAILS)
 
-ncclResult_t srd_rma_net_reg(void *p, void *data, size_t size, int type, int dmabuf_fd, uint64_t offset,
-                             void **mhandle) {
+/* The window's CUDA device (-1: host memory), or why NCCL's type is refused. */
+static int window_device(void *data, int type, int *cuda_dev) {
+  *cuda_dev = -1;
+  if (type == NCCL_PTR_HOST) return SRD_OK;
+  if (type != NCCL_PTR_CUDA) {
+    SRD_WARN("RMA: window of memory type %d refused: host or CUDA windows only", type);
+    return SRD_ERR_ARG;
+  }
+  if (!srd_rma_net_gpu_windows()) {
+    SRD_WARN("RMA: GPU window at %p refused: host windows only (NCCL_SRD_RMA=gpu offers GPU windows on shm)", data);
+    return SRD_ERR_ARG;
+  }
+  char err[256];
+  if (srd_cuda_pointer_device(srd_cuda_get(), data, cuda_dev, err, sizeof(err))) {
+    SRD_WARN("RMA: GPU window at %p refused: %s", data, err);
+    return SRD_ERR_ARG;
+  }
+  return SRD_OK;
+}
+
+ncclResult_t srd_rma_net_reg(void *p, void *data, size_t size, int type, uint64_t mr_flags, int dmabuf_fd,
+                             uint64_t offset, void **mhandle) {
   struct srd_rma_coll *coll = p;
   if (!mhandle || !coll_ok(coll) || !data || !size) return ncclInvalidArgument;
   *mhandle = NULL;
-  if (type != NCCL_PTR_HOST) {
-    SRD_WARN("RMA: window of memory type %d refused: host windows only", type);
-    return ncclInvalidArgument;
-  }
+  int cuda_dev;
+  int rc = window_device(data, type, &cuda_dev);
+  if (rc) return srd_to_nccl(rc);
+  /* No dma-buf is offered for RMA (shm and tcp take none): registered by address. */
   (void)offset;
   (void)dmabuf_fd;
+  unsigned flags = (mr_flags & NCCL_NET_MR_FLAG_FORCE_SO ? SRD_RMA_WIN_FORCE_SO : 0) |
+                   (mr_flags & NCCL_NET_MR_FLAG_SIGNAL_NEVER_RESET ? SRD_RMA_WIN_NEVER_RESET : 0);
   struct srd_rma_win *w;
   struct srd_rma_remote mine;
-  int rc = srd_rma_win_new(coll, data, size, -1, -1, 0, &w, &mine);
+  rc = srd_rma_win_new(coll, data, size, cuda_dev, flags, -1, 0, &w, &mine);
   if (rc) return srd_to_nccl(rc);
   int n = coll->nranks;
   uint64_t *out = calloc((size_t)n, DESC_WORDS * 8), *in = calloc((size_t)n, DESC_WORDS * 8);
@@ -338,7 +324,7 @@ ncclResult_t srd_rma_net_dereg(void *p, void *mhandle) {
 
 static struct rma_ctx *ctx_of(void *p, int context) {
   struct rma_ctx *c = p;
-  if (!c || c->magic != CTX_MAGIC || !coll_ok(c->coll)) return NULL;
+  if (!c || c->magic != SRD_RMA_CTX_MAGIC || !coll_ok(c->coll)) return NULL;
   if (context < 0 || context >= c->ncontexts) {
     SRD_WARN("RMA: context %d of %d", context, c->ncontexts);
     return NULL;
@@ -403,10 +389,13 @@ ncclResult_t srd_rma_net_flush(void *p, int context, void *mhandle, uint32_t ran
   pthread_mutex_lock(&coll->dev->lock);
   struct srd_rma_win *w = window(coll, mhandle, "flushed window");
   bool ok = w && w != BAD_WIN && rank < (uint32_t)coll->nranks;
+  /* What a write or read of a peer completed is in memory already (host
+   * windows; shm copies into GPU windows synchronously): nothing to wait for
+   * (NULL request). Only self ops on GPU windows may still run on the
+   * window's stream. */
+  int rc = ok ? srd_rma_gpu_sync(w) : SRD_ERR_ARG;
   pthread_mutex_unlock(&coll->dev->lock);
-  /* Host windows: what a write or read completed is visible to the CPU
-   * already; nothing to wait for (NULL request). */
-  return ok ? ncclSuccess : ncclInvalidArgument;
+  return srd_to_nccl(rc);
 }
 
 ncclResult_t srd_rma_net_test(void *p, void *request, int *done) {
@@ -439,7 +428,7 @@ ncclResult_t srd_rma_net_test(void *p, void *request, int *done) {
 
 ncclResult_t srd_rma_net_progress(void *p) {
   struct rma_ctx *c = p;
-  if (!c || c->magic != CTX_MAGIC || !coll_ok(c->coll)) return ncclInvalidArgument;
+  if (!c || c->magic != SRD_RMA_CTX_MAGIC || !coll_ok(c->coll)) return ncclInvalidArgument;
   struct srd_dev *dev = c->coll->dev;
   srd_dev_kick(dev);
   pthread_mutex_lock(&dev->lock);
@@ -452,7 +441,7 @@ ncclResult_t srd_rma_net_progress(void *p) {
 
 ncclResult_t srd_rma_net_last_error(void *p, int *has_error) {
   struct rma_ctx *c = p;
-  if (!has_error || !c || c->magic != CTX_MAGIC || !coll_ok(c->coll)) return ncclInvalidArgument;
+  if (!has_error || !c || c->magic != SRD_RMA_CTX_MAGIC || !coll_ok(c->coll)) return ncclInvalidArgument;
   pthread_mutex_lock(&c->coll->dev->lock);
   *has_error = c->coll->result != 0;
   pthread_mutex_unlock(&c->coll->dev->lock);

@@ -49,8 +49,10 @@ void srd_rma_coll_free(struct srd_rma_coll *coll) {
   while (coll->all_ops) {
     struct srd_rma_op *op = coll->all_ops;
     coll->all_ops = op->all;
+    if (op->in_use && op->event) srd_cuda_stream_forget(op->stream, op->event);
     free(op);
   }
+  srd_rma_gpu_close(coll);
   coll->magic = 0;
   free(coll->wins);
   free(coll->peers);
@@ -254,8 +256,16 @@ static bool peer_known(const struct srd_rma_coll *coll, int rank) {
   return false;
 }
 
-void srd_rma_apply(char *word, uint8_t op, uint64_t value) {
-  __atomic_fetch_add((uint64_t *)(void *)word, op == SRD_RMA_SIGNAL_INC ? 1 : value, __ATOMIC_RELEASE);
+/* A self op started: done now, or when its stream work is (test polls). */
+static int self_done(struct srd_rma_op *op, int rc, struct srd_rma_op **out) {
+  if (rc) {
+    if (op->event) srd_cuda_stream_forget(op->stream, op->event);
+    op_put(op);
+    return rc;
+  }
+  if (!op->event) op_finish(op, SRD_OK);
+  *out = op;
+  return SRD_OK;
 }
 
 /* Points op at its local and remote ranges and splits it into stripes; on
@@ -291,12 +301,11 @@ int srd_rma_put(struct srd_rma_coll *coll, int rank, struct srd_rma_win *lwin, u
   op->peer = &coll->peers[rank];
   op->size = size;
   if (rank == coll->rank) {
-    /* Ourselves: every earlier op to us is complete already, in order. */
-    if (size) memmove(rwin->base + roff, lwin->base + loff, size);
-    if (sig) srd_rma_apply(word, sig->op, sig->value);
-    op_finish(op, SRD_OK);
-    *out = op;
-    return SRD_OK;
+    /* Ourselves: every earlier op to us is complete already, in order, or
+     * queued before this one on the same stream. */
+    int rc = srd_rma_gpu_self(op, rwin, size ? rwin->base + roff : NULL, lwin, size ? lwin->base + loff : NULL, size,
+                              sig ? coll->wins[sig->window] : NULL, word, sig);
+    return self_done(op, rc, out);
   }
   if (size) {
     int rc = aim(op, lwin, loff, rwin, rank, roff);
@@ -333,10 +342,9 @@ int srd_rma_get(struct srd_rma_coll *coll, int rank, struct srd_rma_win *lwin, u
   op->peer = &coll->peers[rank];
   op->size = size;
   if (rank == coll->rank || !size) {
-    if (size) memmove(lwin->base + loff, rwin->base + roff, size);
-    op_finish(op, SRD_OK);
-    *out = op;
-    return SRD_OK;
+    int rc = srd_rma_gpu_self(op, lwin, size ? lwin->base + loff : NULL, rwin, size ? rwin->base + roff : NULL, size,
+                              NULL, NULL, NULL);
+    return self_done(op, rc, out);
   }
   int rc = aim(op, lwin, loff, rwin, rank, roff);
   if (rc) return rc;
@@ -385,6 +393,11 @@ void srd_rma_progress(struct srd_rma_coll *coll) {
 }
 
 bool srd_rma_op_test(struct srd_rma_op *op) {
+  if (!op->done && op->event) {
+    int rc = srd_rma_gpu_op_poll(op);
+    if (rc != SRD_AGAIN) op_finish(op, rc);
+    return op->done;
+  }
   struct srd_comm *c = op->peer->send;
   if (!op->done && c && c->result) {
     peer_drain(op->peer, c->result);

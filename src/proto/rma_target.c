@@ -6,8 +6,8 @@
 #include "srd/log.h"
 #include "srd/rma.h"
 
-int srd_rma_win_new(struct srd_rma_coll *coll, void *base, size_t len, int cuda_dev, int dmabuf_fd, uint64_t offset,
-                    struct srd_rma_win **out, struct srd_rma_remote *mine) {
+int srd_rma_win_new(struct srd_rma_coll *coll, void *base, size_t len, int cuda_dev, unsigned flags, int dmabuf_fd,
+                    uint64_t offset, struct srd_rma_win **out, struct srd_rma_remote *mine) {
   struct srd_dev *dev = coll->dev;
   struct srd_rma_win *w = calloc(1, sizeof(*w));
   if (w) w->remote = calloc((size_t)coll->nranks, sizeof(*w->remote));
@@ -30,24 +30,30 @@ int srd_rma_win_new(struct srd_rma_coll *coll, void *base, size_t len, int cuda_
   w->base = base;
   w->len = len;
   w->cuda_dev = cuda_dev;
+  w->flags = flags;
   memset(mine, 0, sizeof(*mine));
   mine->addr = dev->rails[0].virt_addr ? (uint64_t)(uintptr_t)base : 0;
   mine->len = len;
   mine->nkeys = dev->nrails;
   for (int l = 0; l < dev->nrails; l++) mine->key[l] = dev->rail_ops->mr_key(w->mrs->mr[l]);
   pthread_mutex_lock(&dev->lock);
-  if (coll->nwins == coll->cap_wins) {
+  rc = cuda_dev >= 0 ? srd_rma_gpu_win(coll, w) : SRD_OK;
+  if (!rc && coll->nwins == coll->cap_wins) {
     int cap = coll->cap_wins ? 2 * coll->cap_wins : 16;
     struct srd_rma_win **wins = realloc(coll->wins, (size_t)cap * sizeof(*wins));
-    if (!wins) {
-      pthread_mutex_unlock(&dev->lock);
-      srd_dev_dereg(dev, handle);
-      free(w->remote);
-      free(w);
-      return SRD_ERR_SYSTEM;
+    if (wins) {
+      coll->wins = wins;
+      coll->cap_wins = cap;
+    } else {
+      rc = SRD_ERR_SYSTEM;
     }
-    coll->wins = wins;
-    coll->cap_wins = cap;
+  }
+  if (rc) {
+    pthread_mutex_unlock(&dev->lock);
+    srd_dev_dereg(dev, handle);
+    free(w->remote);
+    free(w);
+    return rc;
   }
   w->index = (uint32_t)coll->nwins;
   coll->wins[coll->nwins++] = w;
@@ -75,8 +81,12 @@ void srd_rma_win_free(struct srd_rma_win *w) {
   pthread_mutex_lock(&dev->lock);
   w->coll->wins[w->index] = NULL;
   w->magic = 0;
+  /* Signals and self copies queued into the window land before the
+   * registration (and maybe the memory) goes. */
+  srd_rma_gpu_sync(w);
   pthread_mutex_unlock(&dev->lock);
   srd_dev_dereg(dev, w->mrs);
+  free(w->shadow);
   free(w->remote);
   free(w);
 }
@@ -95,7 +105,6 @@ int srd_rma_signal_target(struct srd_rma_coll *coll, const struct srd_msg_rma_si
   if (!w) why = "no such window";
   else if (m->offset % 8) why = "not 8-byte aligned";
   else if (m->offset >= len || len - m->offset < 8) why = "outside the window";
-  else if (rank == coll->rank && w->cuda_dev >= 0) why = "a GPU window (signals go to host windows only)";
   if (why) {
     if (!limit || srd_log_limit_pass(limit))
       SRD_WARN("RMA signal at offset %llu of window %u of rank %d: %s", (unsigned long long)m->offset, m->window, rank,
@@ -112,9 +121,12 @@ static void apply_ready(struct srd_rma_peer *p) {
     struct srd_rma_slot *s = &p->slots[p->next_apply % SRD_RMA_SEQ_WINDOW];
     if (!s->known || (s->signal && !s->signal_in) || (uint32_t)__builtin_popcount(s->mask) != s->nstripes) break;
     if (s->signal) {
+      struct srd_rma_coll *coll = p->coll;
       char *word = NULL;
-      if (!srd_rma_signal_target(p->coll, &s->sig, p->coll->rank, &word, &p->coll->dev->foreign_log))
-        srd_rma_apply(word, s->sig.op, s->sig.value);
+      int rc = srd_rma_signal_target(coll, &s->sig, coll->rank, &word, &coll->dev->foreign_log)
+                   ? SRD_OK /* logged: a forged signal fails nothing */
+                   : srd_rma_apply(coll->wins[s->sig.window], word, s->sig.op, s->sig.value);
+      if (rc && !coll->result) coll->result = rc;
     }
     memset(s, 0, sizeof(*s));
     p->next_apply++;

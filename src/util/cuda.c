@@ -25,6 +25,12 @@ _Static_assert(SRD_CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD == CU_MEM_RANGE_HANDLE_TY
 _Static_assert(SRD_CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX ==
                    CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX, "flush target");
 _Static_assert(SRD_CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER == CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER, "scope");
+_Static_assert(SRD_CUDA_ERROR_NOT_READY == CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY");
+_Static_assert(SRD_CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS == CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS,
+               "64-bit stream memory operations");
+_Static_assert(SRD_CU_STREAM_NON_BLOCKING == CU_STREAM_NON_BLOCKING, "CU_STREAM_NON_BLOCKING");
+_Static_assert(SRD_CU_STREAM_WRITE_VALUE_DEFAULT == CU_STREAM_WRITE_VALUE_DEFAULT, "CU_STREAM_WRITE_VALUE_DEFAULT");
+_Static_assert(SRD_CU_EVENT_DISABLE_TIMING == CU_EVENT_DISABLE_TIMING, "CU_EVENT_DISABLE_TIMING");
 _Static_assert(sizeof(srd_cudeviceptr) == sizeof(CUdeviceptr), "CUdeviceptr");
 _Static_assert(sizeof(srd_cudevice) == sizeof(CUdevice), "CUdevice");
 #endif
@@ -59,6 +65,17 @@ static const struct {
     SYM(memcpy_dtoh, "cuMemcpyDtoH_v2", false),
     SYM(mem_get_handle_for_address_range, "cuMemGetHandleForAddressRange", true),
     SYM(flush_gpudirect_rdma_writes, "cuFlushGPUDirectRDMAWrites", true),
+    SYM(ctx_get_current, "cuCtxGetCurrent", true),
+    SYM(stream_create, "cuStreamCreate", true),
+    SYM(stream_destroy, "cuStreamDestroy_v2", true),
+    SYM(stream_synchronize, "cuStreamSynchronize", true),
+    SYM(stream_write_value64, "cuStreamWriteValue64_v2", true),
+    SYM(memcpy_dtoh_async, "cuMemcpyDtoHAsync_v2", true),
+    SYM(memcpy_async, "cuMemcpyAsync", true),
+    SYM(event_create, "cuEventCreate", true),
+    SYM(event_record, "cuEventRecord", true),
+    SYM(event_query, "cuEventQuery", true),
+    SYM(event_destroy, "cuEventDestroy_v2", true),
 #undef SYM
 };
 

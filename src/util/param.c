@@ -75,7 +75,8 @@ static const struct srd_param_desc table[SRD_PARAM_COUNT] = {
                               "efa's fabric: efa (the provider's protocol: any EFA device, emulation where the "
                               "device lacks RDMA) or efa-direct (the device alone); every node must choose the same"},
     [SRD_PARAM_RMA] = {"NCCL_SRD_RMA", 1, 0, 0, 0,
-                       "one-sided RMA for NCCL 2.30+: auto (where GPU windows work), 0 (off), host (host windows only)"},
+                       "one-sided RMA for NCCL 2.30+: auto (off until GPU windows work by default), 0 (off), host (host "
+                       "windows only), gpu (host and GPU windows where every rail is shm with FI_HMEM)"},
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -120,8 +121,9 @@ int srd_param_check(enum srd_param p, const char *value, char *why, size_t len) 
     return -1;
   }
   if (p == SRD_PARAM_RMA) {
-    if (!strcasecmp(value, "auto") || !strcmp(value, "0") || !strcmp(value, "host")) return 0;
-    snprintf(why, len, "is not auto, 0 or host");
+    if (!strcasecmp(value, "auto") || !strcmp(value, "0") || !strcmp(value, "host") || !strcmp(value, "gpu"))
+      return 0;
+    snprintf(why, len, "is not auto, 0, host or gpu");
     return -1;
   }
   if (p == SRD_PARAM_EFA_FABRIC) {
@@ -202,12 +204,19 @@ int srd_param_rma_offered(const char **why) {
   const char *mode = srd_param_str(SRD_PARAM_RMA);
   if (mode && strcmp(mode, "host") == 0) {
     *why = "host windows only (NCCL_SRD_RMA=host)";
-    return 1;
+    return SRD_RMA_HOST;
   }
-  /* NCCL registers its signal words in GPU memory; applying a signal there
-   * from the target is not built yet. */
-  *why = mode && strcmp(mode, "0") == 0 ? "off (NCCL_SRD_RMA=0)"
-                                        : "signals into GPU memory are not supported yet; NCCL_SRD_RMA=host offers "
-                                          "host windows only";
-  return 0;
+  if (mode && strcmp(mode, "gpu") == 0) {
+    *why = "host and GPU windows (NCCL_SRD_RMA=gpu), where every rail is shm with FI_HMEM and CUDA can write "
+           "64-bit stream memory";
+    return SRD_RMA_GPU;
+  }
+  /* NCCL registers its signal words in GPU memory. Signals into it work on
+   * shm only, whose target copies run on CUDA's legacy default stream (the
+   * hang DESIGN.md records for two-sided shm): an opt-in, not a default. */
+  *why = mode && strcmp(mode, "0") == 0
+             ? "off (NCCL_SRD_RMA=0)"
+             : "signals into GPU memory are offered on shm with FI_HMEM only, with NCCL_SRD_RMA=gpu (shm's copies "
+               "use CUDA's legacy stream); NCCL_SRD_RMA=host offers host windows only";
+  return SRD_RMA_OFF;
 }

@@ -1994,7 +1994,7 @@ TEST_F(Proto, ForgedRmaTrafficStaysInItsWindow) {
   srd_rma_set_peer(coll, 1, bs, r);
   srd_rma_win *w = nullptr;
   srd_rma_remote mine{};
-  ASSERT_EQ(SRD_OK, srd_rma_win_new(coll, base, kWin, -1, -1, 0, &w, &mine));
+  ASSERT_EQ(SRD_OK, srd_rma_win_new(coll, base, kWin, -1, 0, -1, 0, &w, &mine));
 
   std::mt19937_64 rng(2312);
   uint64_t applied = 0;
@@ -2036,4 +2036,210 @@ TEST_F(Proto, ForgedRmaTrafficStaysInItsWindow) {
   srd_rma_win_free(w);
   srd_rma_coll_detach(coll);
   srd_rma_coll_free(coll);
+}
+
+// One-sided RMA into GPU memory (src/proto/rma_gpu.c) against the fake CUDA
+// driver: B (rank 0) owns GPU windows that rank 1 writes into. "GPU memory"
+// is host memory the fake driver calls device 0's; its stream runs each
+// operation at once and records it, so the tests see what was queued, in
+// which order, and under which context.
+class RmaGpu : public Proto {
+ protected:
+  static constexpr size_t kData = 4096, kSig = 64;
+  std::vector<char> gpu = std::vector<char>(kData + kSig, 0);
+  char *data = gpu.data(), *sigs = gpu.data() + kData;
+  fake::Driver *cuda = nullptr;
+  srd_comm *bs = nullptr;
+  srd_rma_coll *coll = nullptr;
+  srd_rma_win *dwin = nullptr, *swin = nullptr;
+
+  void SetUp() override {
+    Proto::SetUp();
+    cuda = new fake::Driver();
+    fake::state.devices = 1;
+    fake::state.mem_base[0] = reinterpret_cast<uintptr_t>(gpu.data());
+    fake::state.mem_len[0] = gpu.size();
+    bs = srd_comm_alloc(&b, true);
+    srd_comm *ar = srd_comm_alloc(&a, false);
+    ASSERT_TRUE(bs && ar);
+    join(bs, ar, 0);
+    join(ar, bs, 1);
+    coll = srd_rma_coll_new(&b, 2, 0);
+    ASSERT_TRUE(coll);
+    srd_rma_set_peer(coll, 1, bs, r);
+  }
+  void TearDown() override {
+    if (dwin) srd_rma_win_free(dwin);
+    if (swin) srd_rma_win_free(swin);
+    srd_rma_coll_detach(coll);
+    srd_rma_coll_free(coll);
+    EXPECT_EQ(0, fake::state.streams_open) << "the group's stream outlived it";
+    EXPECT_EQ(0, fake::state.events_open) << "events leaked";
+    EXPECT_EQ(0, fake::state.retained[0]) << "the primary context stays retained";
+    EXPECT_EQ(nullptr, fake::state.current) << "the caller's (no) context was not restored";
+    delete cuda;
+    Proto::TearDown();
+  }
+  void windows(unsigned sig_flags) {
+    srd_rma_remote mine{};
+    ASSERT_EQ(SRD_OK, srd_rma_win_new(coll, data, kData, 0, 0, -1, 0, &dwin, &mine));
+    ASSERT_EQ(SRD_OK, srd_rma_win_new(coll, sigs, kSig, 0, sig_flags, -1, 0, &swin, &mine));
+    ASSERT_EQ(0, g.reg_cuda_dev) << "registered as host memory";
+    fake::state.calls.clear();
+  }
+  // Rank 1's op seq: stripe i of n landed.
+  void stripe(uint32_t seq, uint32_t i, uint32_t n, bool signal) {
+    srd_rma_on_write(r, srd_rma_imm_pack({r->write_id, seq, signal, n, i}), 64);
+  }
+  void signal(uint32_t seq, uint8_t n, uint8_t op, uint64_t value, uint64_t offset = 8) {
+    srd_msg_rma_signal m{};
+    m.seq = seq;
+    m.nstripes = n;
+    m.op = op;
+    m.window = swin->index;
+    m.offset = offset;
+    m.value = value;
+    srd_rma_on_signal(r, &m);
+  }
+  // The values written to signal word offset, in order.
+  std::vector<uint64_t> written(uint64_t offset = 8) const {
+    std::vector<uint64_t> v;
+    for (const auto &c : fake::state.calls)
+      if (c.kind == fake::State::Call::kWrite && c.addr == reinterpret_cast<uintptr_t>(sigs + offset))
+        v.push_back(c.value);
+    return v;
+  }
+  size_t count(fake::State::Call::Kind k) const {
+    size_t n = 0;
+    for (const auto &c : fake::state.calls) n += c.kind == k;
+    return n;
+  }
+};
+
+// The signal waits for every stripe of its op and every earlier op; then one
+// stream write of the shadow (1, 2, 3 for INC; sums for ADD), never a read,
+// made under the window device's primary context.
+TEST_F(RmaGpu, SignalFollowsTheDataAsTheShadowOfANeverResetWord) {
+  windows(SRD_RMA_WIN_NEVER_RESET | SRD_RMA_WIN_FORCE_SO);
+  signal(0, 2, SRD_RMA_SIGNAL_INC, 0);
+  stripe(0, 0, 2, true);
+  EXPECT_TRUE(written().empty()) << "signal written before its second stripe landed";
+  stripe(0, 1, 2, true);
+  EXPECT_EQ(std::vector<uint64_t>({1}), written());
+  // Op 2 complete before op 1: its signal waits for op 1's data.
+  stripe(2, 0, 1, true);
+  signal(2, 1, SRD_RMA_SIGNAL_ADD, 5);
+  EXPECT_EQ(std::vector<uint64_t>({1}), written()) << "op 2's signal overtook op 1";
+  signal(1, 1, SRD_RMA_SIGNAL_INC, 0);
+  EXPECT_EQ(std::vector<uint64_t>({1}), written()) << "op 1's signal overtook its data";
+  stripe(1, 0, 1, true);
+  EXPECT_EQ(std::vector<uint64_t>({1, 2, 7}), written());
+  signal(3, 0, SRD_RMA_SIGNAL_INC, 0); // a signal alone
+  EXPECT_EQ(std::vector<uint64_t>({1, 2, 7, 8}), written());
+  EXPECT_EQ(0u, count(fake::State::Call::kRead)) << "a NEVER_RESET word is never read back";
+  for (const auto &c : fake::state.calls) EXPECT_EQ(fake::primary(0), c.ctx) << "driver call without the context";
+  EXPECT_EQ(unsigned{SRD_CU_STREAM_NON_BLOCKING}, fake::state.stream_flags);
+  EXPECT_EQ(0, coll->result);
+}
+
+// Without NEVER_RESET the GPU may have reset the word: read it back on our
+// stream, wait for our stream only, add, write.
+TEST_F(RmaGpu, SignalIntoAResettableWordReadsItBackFirst) {
+  windows(0);
+  uint64_t reset = 40;
+  memcpy(sigs + 16, &reset, 8);
+  stripe(0, 0, 1, true);
+  signal(0, 1, SRD_RMA_SIGNAL_ADD, 2, 16);
+  ASSERT_EQ(3u, fake::state.calls.size());
+  EXPECT_EQ(fake::State::Call::kRead, fake::state.calls[0].kind);
+  EXPECT_EQ(fake::State::Call::kSync, fake::state.calls[1].kind);
+  EXPECT_EQ(fake::State::Call::kWrite, fake::state.calls[2].kind);
+  EXPECT_EQ(std::vector<uint64_t>({42}), written(16));
+  for (const auto &c : fake::state.calls) EXPECT_EQ(fake::state.calls[0].stream, c.stream) << "another stream";
+}
+
+// A put with a signal to ourselves: the copy, then the signal, on one
+// stream; done only when the event after them is.
+TEST_F(RmaGpu, SelfPutCopiesThenSignalsThenWaitsForItsEvent) {
+  windows(SRD_RMA_WIN_NEVER_RESET);
+  std::vector<char> host(256);
+  for (size_t i = 0; i < host.size(); i++) host[i] = static_cast<char>(i * 7 + 1);
+  srd_rma_win *hwin = nullptr;
+  srd_rma_remote mine{};
+  ASSERT_EQ(SRD_OK, srd_rma_win_new(coll, host.data(), host.size(), -1, 0, -1, 0, &hwin, &mine));
+  fake::state.calls.clear();
+  srd_msg_rma_signal sig{};
+  sig.window = swin->index;
+  sig.offset = 24;
+  sig.op = SRD_RMA_SIGNAL_INC;
+  fake::state.not_ready = 2;
+  srd_rma_op *op = nullptr;
+  pthread_mutex_lock(&b.lock);
+  ASSERT_EQ(SRD_OK, srd_rma_put(coll, 0, hwin, 0, dwin, 512, host.size(), &sig, &op));
+  ASSERT_TRUE(op);
+  ASSERT_EQ(3u, fake::state.calls.size());
+  EXPECT_EQ(fake::State::Call::kCopy, fake::state.calls[0].kind);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(data + 512), fake::state.calls[0].addr);
+  EXPECT_EQ(fake::State::Call::kWrite, fake::state.calls[1].kind);
+  EXPECT_EQ(fake::State::Call::kMark, fake::state.calls[2].kind);
+  EXPECT_EQ(std::vector<uint64_t>({1}), written(24));
+  EXPECT_FALSE(srd_rma_op_test(op)) << "done before its event";
+  EXPECT_FALSE(srd_rma_op_test(op));
+  EXPECT_TRUE(srd_rma_op_test(op));
+  EXPECT_EQ(SRD_OK, op->result);
+  srd_rma_op_release(op);
+  EXPECT_EQ(0, memcmp(host.data(), data + 512, host.size()));
+  // A get from our own GPU window into host memory: a copy and its event.
+  fake::state.calls.clear();
+  ASSERT_EQ(SRD_OK, srd_rma_get(coll, 0, hwin, 0, dwin, 0, 128, &op));
+  ASSERT_EQ(2u, fake::state.calls.size());
+  EXPECT_EQ(fake::State::Call::kCopy, fake::state.calls[0].kind);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(host.data()), fake::state.calls[0].addr);
+  EXPECT_TRUE(srd_rma_op_test(op));
+  srd_rma_op_release(op);
+  pthread_mutex_unlock(&b.lock);
+  srd_rma_win_free(hwin);
+}
+
+// Deregistering waits for the window's stream; the group's close closes it.
+TEST_F(RmaGpu, DeregisterWaitsForTheStream) {
+  windows(0);
+  srd_rma_win_free(dwin);
+  dwin = nullptr;
+  ASSERT_EQ(1u, fake::state.calls.size());
+  EXPECT_EQ(fake::State::Call::kSync, fake::state.calls[0].kind);
+}
+
+// Who may take GPU windows: shm with FI_HMEM on every rail, a device that
+// offers GPU memory, and CUDA that can write 64-bit stream memory.
+TEST(RmaGpuOffer, ShmWithFiHmemAndStreamMemoryOperationsOnly) {
+  fake::Driver d;
+  srd_gdr_decision gdr{};
+  gdr.gpu = true;
+  char why[512];
+  EXPECT_EQ(0, srd_rma_gpu_check("shm", &gdr, srd_cuda_get(), why, sizeof why)) << why;
+  EXPECT_EQ(-1, srd_rma_gpu_check("tcp", &gdr, srd_cuda_get(), why, sizeof why));
+  EXPECT_NE(nullptr, strstr(why, "FI_HMEM")) << why;
+  EXPECT_EQ(-1, srd_rma_gpu_check("tcp;ofi_rxm", &gdr, srd_cuda_get(), why, sizeof why));
+  EXPECT_EQ(-1, srd_rma_gpu_check("shmx", &gdr, srd_cuda_get(), why, sizeof why));
+  gdr.gpu = false;
+  snprintf(gdr.why, sizeof gdr.why, "provider shm does not offer FI_HMEM (GPU memory)");
+  EXPECT_EQ(-1, srd_rma_gpu_check("shm", &gdr, srd_cuda_get(), why, sizeof why));
+  EXPECT_NE(nullptr, strstr(why, "does not offer FI_HMEM")) << why;
+  gdr.gpu = true;
+  fake::state.mem_ops_attr[1] = 0;
+  EXPECT_EQ(-1, srd_rma_gpu_check("shm", &gdr, srd_cuda_get(), why, sizeof why));
+  EXPECT_NE(nullptr, strstr(why, "device 1")) << why;
+  EXPECT_NE(nullptr, strstr(why, "CAN_USE_64_BIT_STREAM_MEM_OPS")) << why;
+}
+
+TEST(RmaGpuOffer, DriverWithoutStreamWritesIsRefused) {
+  srd_cuda_ops o = fake::ops();
+  o.stream_write_value64 = nullptr;
+  fake::Driver d(o);
+  srd_gdr_decision gdr{};
+  gdr.gpu = true;
+  char why[512];
+  EXPECT_EQ(-1, srd_rma_gpu_check("shm", &gdr, srd_cuda_get(), why, sizeof why));
+  EXPECT_NE(nullptr, strstr(why, "cuStreamWriteValue64")) << why;
 }

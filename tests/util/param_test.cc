@@ -191,8 +191,9 @@ TEST(ParamCheck, GdrIsAutoZeroOrOne) {
 }
 
 TEST(ParamCheck, RmaAndEfaFabricTakeTheirWordsOnly) {
-  for (const char *ok : {"auto", "0", "host"}) EXPECT_EQ("", why_rejected(SRD_PARAM_RMA, ok)) << ok;
-  for (const char *bad : {"gpu", "1", "yes"}) EXPECT_EQ("is not auto, 0 or host", why_rejected(SRD_PARAM_RMA, bad)) << bad;
+  for (const char *ok : {"auto", "0", "host", "gpu"}) EXPECT_EQ("", why_rejected(SRD_PARAM_RMA, ok)) << ok;
+  for (const char *bad : {"GPU", "1", "yes", "cuda"})
+    EXPECT_EQ("is not auto, 0, host or gpu", why_rejected(SRD_PARAM_RMA, bad)) << bad;
   for (const char *ok : {"efa", "efa-direct"}) EXPECT_EQ("", why_rejected(SRD_PARAM_EFA_FABRIC, ok)) << ok;
   for (const char *bad : {"EFA", "direct", "tcp"})
     EXPECT_EQ("is neither efa nor efa-direct", why_rejected(SRD_PARAM_EFA_FABRIC, bad)) << bad;
