@@ -14,6 +14,7 @@
 
 struct fi_info;
 struct fid_ep;
+struct srd_cuda;
 
 enum srd_gdr_mode {
   SRD_GDR_AUTO = -1, /* offer GPU pointers when possible */
@@ -85,5 +86,13 @@ void srd_gdr_gather(const struct srd_nic_list *nics, const struct srd_device_gro
  * -1 (init must fail). */
 int srd_gdr_device(const struct srd_nic_list *nics, const struct srd_device_group *grp, int index,
                    struct srd_gdr_decision *out);
+
+/* One-sided RMA (NCCL_SRD_RMA=gpu): can a device whose rails are provider's,
+ * with GPU decision gdr, take GPU windows (signals written by a CUDA
+ * stream)? 0, or -1 with why: the provider is not shm (no FI_HMEM for writes
+ * with signals), the device offers no GPU memory, or a CUDA device cannot
+ * write 64-bit stream memory. */
+int srd_gdr_rma_windows(const char *provider, const struct srd_gdr_decision *gdr, const struct srd_cuda *cu,
+                        char *why, size_t len);
 
 #endif

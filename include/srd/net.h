@@ -59,7 +59,7 @@ ncclResult_t srd_net_close_listen(void *listen_comm);
 ncclResult_t srd_rma_net_init(void **ctx, ncclDebugLogger_t logger);
 ncclResult_t srd_rma_net_finalize(void *ctx);
 bool srd_rma_net_gpu_windows(void);
-/* Every device can take GPU windows (srd_rma_gpu_check): 0, or -1 with the
+/* Every device can take GPU windows (srd_gdr_rma_windows): 0, or -1 with the
  * first device's why. After srd_net_init. */
 int srd_net_rma_gpu_check(char *why, size_t len);
 ncclResult_t srd_rma_net_listen(void *ctx, int dev, void *handle, void **listen_comm);

@@ -63,7 +63,7 @@ void srd_param_reload(void);
 int srd_param_parse_int(const char *text, int64_t *out);
 /* Does NCCL_SRD_RMA let ncclRma's init succeed, and why (or why not)? The
  * one reading of it, for the plugin and srd-info: SRD_RMA_GPU still depends
- * on the devices (srd_rma_gpu_check). */
+ * on the devices (srd_gdr_rma_windows). */
 enum srd_rma_mode { SRD_RMA_OFF = 0, SRD_RMA_HOST = 1, SRD_RMA_GPU = 2 };
 int srd_param_rma_offered(const char **why);
 int srd_parse_size(const char *text, uint64_t *out);

@@ -189,12 +189,7 @@ int srd_rma_gpu_win(struct srd_rma_coll *coll, struct srd_rma_win *w);
 int srd_rma_gpu_sync(struct srd_rma_win *w);
 /* The group's streams, waited for and closed (srd_rma_coll_free). */
 void srd_rma_gpu_close(struct srd_rma_coll *coll);
-/* Can a device whose rails are provider's, with GPU decision gdr, take GPU
- * windows? 0, or -1 with why: the provider is not shm (no FI_HMEM for
- * writes with signals), the device offers no GPU memory, or a CUDA device
- * cannot write 64-bit stream memory. */
-int srd_rma_gpu_check(const char *provider, const struct srd_gdr_decision *gdr, const struct srd_cuda *cu, char *why,
-                      size_t len);
+
 
 /* Incoming (dispatch, lock held): a one-sided write into c's windows, a
  * signal, an acknowledgement. Forged or impossible ones are dropped and

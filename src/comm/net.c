@@ -14,7 +14,6 @@
 #include "srd/gdr.h"
 #include "srd/log.h"
 #include "srd/param.h"
-#include "srd/rma.h"
 #include "srd/stats.h"
 #include "srd/sys.h"
 
@@ -127,7 +126,7 @@ int srd_net_rma_gpu_check(char *why, size_t len) {
   const struct srd_cuda *cu = srd_cuda_get();
   for (int d = 0; d < g.ndevs; d++) {
     char w[512];
-    if (srd_rma_gpu_check(g.nics.provider, &g.devs[d].gdr, cu, w, sizeof(w))) {
+    if (srd_gdr_rma_windows(g.nics.provider, &g.devs[d].gdr, cu, w, sizeof(w))) {
       snprintf(why, len, "device %d: %s", d, w);
       return -1;
     }

@@ -11,29 +11,6 @@
 
 #define ERRLEN 256
 
-int srd_rma_gpu_check(const char *provider, const struct srd_gdr_decision *gdr, const struct srd_cuda *cu, char *why,
-                      size_t len) {
-  size_t n = strcspn(provider, ";");
-  /* shm copies into the window itself, synchronously, before it reports the
-   * write: the data is in GPU memory when we count it. tcp has no FI_HMEM. */
-  if (n != 3 || strncmp(provider, "shm", 3)) {
-    snprintf(why, len, "provider %s offers no FI_HMEM for one-sided writes with signals: GPU windows need shm",
-             provider);
-    return -1;
-  }
-  if (!gdr->gpu) {
-    snprintf(why, len, "the device offers no GPU memory: %s", gdr->why);
-    return -1;
-  }
-  if (!cu->usable) {
-    snprintf(why, len, "%s", cu->reason);
-    return -1;
-  }
-  for (int d = 0; d < cu->device_count; d++)
-    if (srd_cuda_stream_usable(cu, d, why, len)) return -1;
-  return 0;
-}
-
 int srd_rma_gpu_win(struct srd_rma_coll *coll, struct srd_rma_win *w) {
   const struct srd_cuda *cu = srd_cuda_get();
   char err[ERRLEN];

@@ -10,6 +10,8 @@
 #include "info_doctor.h"
 #include "info_probe.h"
 #include "json_writer.h"
+#include "srd/cuda.h"
+#include "srd/gdr.h"
 #include "srd/param.h"
 
 static const char usage[] =
@@ -156,7 +158,14 @@ static void print_text(const struct info_report *r) {
          c->data_progress_auto < 0 ? "unknown" : c->data_progress_auto ? "auto" : "manual");
   const char *rma_why;
   int rma = srd_param_rma_offered(&rma_why);
-  printf("  one-sided RMA (ncclRma v14)    %s: %s\n", rma ? "offered" : "not offered", rma_why);
+  /* NCCL_SRD_RMA=gpu: init refuses unless every device can take GPU windows. */
+  char gpu_why[512];
+  int refused = -1;
+  for (int g = 0; rma == SRD_RMA_GPU && r->grouped && g < r->topo.ngroups && refused < 0; g++)
+    if (srd_gdr_rma_windows(r->nics.provider, &r->gdr[g], srd_cuda_get(), gpu_why, sizeof(gpu_why))) refused = g;
+  printf("  one-sided RMA (ncclRma v14)    %s: %s\n", rma && refused < 0 ? "offered" : "not offered", rma_why);
+  if (refused >= 0) printf("    why not                      device %d: %s\n", refused, gpu_why);
+  else if (rma == SRD_RMA_GPU) printf("    GPU signals                  by a CUDA stream (unverified on GPUs so far)\n");
 
   printf("\nsettings (NCCL_SRD_*)\n");
   for (int p = 0; p < SRD_PARAM_COUNT; p++) {

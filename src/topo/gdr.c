@@ -285,3 +285,25 @@ int srd_gdr_device(const struct srd_nic_list *nics, const struct srd_device_grou
   }
   return 0;
 }
+
+int srd_gdr_rma_windows(const char *provider, const struct srd_gdr_decision *gdr, const struct srd_cuda *cu,
+                        char *why, size_t len) {
+  /* shm copies into the window itself, synchronously, before it reports the
+   * write: the data is in GPU memory when we count it. tcp has no FI_HMEM. */
+  if (!provider_is(provider, "shm")) {
+    snprintf(why, len, "provider %s offers no FI_HMEM for one-sided writes with signals: GPU windows need shm",
+             provider);
+    return -1;
+  }
+  if (!gdr->gpu) {
+    snprintf(why, len, "the device offers no GPU memory: %s", gdr->why);
+    return -1;
+  }
+  if (!cu->usable) {
+    snprintf(why, len, "%s", cu->reason);
+    return -1;
+  }
+  for (int d = 0; d < cu->device_count; d++)
+    if (srd_cuda_stream_usable(cu, d, why, len)) return -1;
+  return 0;
+}

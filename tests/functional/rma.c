@@ -16,7 +16,10 @@
  *   get-flush      striped gets of the next rank's window, iflush, checked
  *   bad-input      unknown rank, out-of-window offsets, foreign handles, bad
  *                  signal op: errors, and no byte of the target changes
- *   init-refused   without NCCL_SRD_RMA=host init fails with its reason */
+ *   init-refused   without NCCL_SRD_RMA=host init fails with its reason
+ *   gpu-refused    NCCL_SRD_RMA=gpu where the rails cannot take GPU windows
+ *                  (tcp: no FI_HMEM; shm here: no CUDA) fails init, warned,
+ *                  with the reason */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -346,6 +349,19 @@ static int init_refused_rank(int rank, int nranks, void *arg) {
   return 0;
 }
 
+static int gpu_refused_rank(int rank, int nranks, void *arg) {
+  (void)rank, (void)nranks;
+  setenv("NCCL_SRD_RMA", "gpu", 1);
+  st_setup(arg, 12);
+  const ncclRma_v14_t *t = rma_table();
+  void *ctx = NULL;
+  ST_CHECK(t->init(&ctx, 1, st_logger()) != ncclSuccess, "NCCL_SRD_RMA=gpu: init succeeded without GPU windows");
+  ST_CHECK(st_log_count("RMA: not offered: NCCL_SRD_RMA=gpu, but GPU windows cannot work: device 0: ") == 1,
+           "init failed without its reason in the log");
+  ST_NCCL(st_net_finalize());
+  return 0;
+}
+
 static int run(const struct st_ctx *ctx, int nranks, st_rank_fn fn) {
   char label[96];
   snprintf(label, sizeof label, "%s[%s] %d ranks", ctx->test, ctx->provider, nranks);
@@ -360,10 +376,11 @@ static int loopback(const struct st_ctx *c) { return run(c, 2, loopback_rank); }
 static int get_flush(const struct st_ctx *c) { return run(c, 4, get_flush_rank); }
 static int bad_input(const struct st_ctx *c) { return run(c, 2, bad_input_rank); }
 static int init_refused(const struct st_ctx *c) { return run(c, 1, init_refused_rank); }
+static int gpu_refused(const struct st_ctx *c) { return run(c, 1, gpu_refused_rank); }
 
 int main(int argc, char **argv) {
   static const struct st_case cases[] = {{"put-sizes", put_sizes_case}, {"ordering", ordering2}, {"ordering-4", ordering4},
                                          {"loopback", loopback},   {"get-flush", get_flush}, {"bad-input", bad_input},
-                                         {"init-refused", init_refused}};
+                                         {"init-refused", init_refused}, {"gpu-refused", gpu_refused}};
   return st_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
 }

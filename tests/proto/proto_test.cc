@@ -2217,18 +2217,18 @@ TEST(RmaGpuOffer, ShmWithFiHmemAndStreamMemoryOperationsOnly) {
   srd_gdr_decision gdr{};
   gdr.gpu = true;
   char why[512];
-  EXPECT_EQ(0, srd_rma_gpu_check("shm", &gdr, srd_cuda_get(), why, sizeof why)) << why;
-  EXPECT_EQ(-1, srd_rma_gpu_check("tcp", &gdr, srd_cuda_get(), why, sizeof why));
+  EXPECT_EQ(0, srd_gdr_rma_windows("shm", &gdr, srd_cuda_get(), why, sizeof why)) << why;
+  EXPECT_EQ(-1, srd_gdr_rma_windows("tcp", &gdr, srd_cuda_get(), why, sizeof why));
   EXPECT_NE(nullptr, strstr(why, "FI_HMEM")) << why;
-  EXPECT_EQ(-1, srd_rma_gpu_check("tcp;ofi_rxm", &gdr, srd_cuda_get(), why, sizeof why));
-  EXPECT_EQ(-1, srd_rma_gpu_check("shmx", &gdr, srd_cuda_get(), why, sizeof why));
+  EXPECT_EQ(-1, srd_gdr_rma_windows("tcp;ofi_rxm", &gdr, srd_cuda_get(), why, sizeof why));
+  EXPECT_EQ(-1, srd_gdr_rma_windows("shmx", &gdr, srd_cuda_get(), why, sizeof why));
   gdr.gpu = false;
   snprintf(gdr.why, sizeof gdr.why, "provider shm does not offer FI_HMEM (GPU memory)");
-  EXPECT_EQ(-1, srd_rma_gpu_check("shm", &gdr, srd_cuda_get(), why, sizeof why));
+  EXPECT_EQ(-1, srd_gdr_rma_windows("shm", &gdr, srd_cuda_get(), why, sizeof why));
   EXPECT_NE(nullptr, strstr(why, "does not offer FI_HMEM")) << why;
   gdr.gpu = true;
   fake::state.mem_ops_attr[1] = 0;
-  EXPECT_EQ(-1, srd_rma_gpu_check("shm", &gdr, srd_cuda_get(), why, sizeof why));
+  EXPECT_EQ(-1, srd_gdr_rma_windows("shm", &gdr, srd_cuda_get(), why, sizeof why));
   EXPECT_NE(nullptr, strstr(why, "device 1")) << why;
   EXPECT_NE(nullptr, strstr(why, "CAN_USE_64_BIT_STREAM_MEM_OPS")) << why;
 }
@@ -2240,6 +2240,6 @@ TEST(RmaGpuOffer, DriverWithoutStreamWritesIsRefused) {
   srd_gdr_decision gdr{};
   gdr.gpu = true;
   char why[512];
-  EXPECT_EQ(-1, srd_rma_gpu_check("shm", &gdr, srd_cuda_get(), why, sizeof why));
+  EXPECT_EQ(-1, srd_gdr_rma_windows("shm", &gdr, srd_cuda_get(), why, sizeof why));
   EXPECT_NE(nullptr, strstr(why, "cuStreamWriteValue64")) << why;
 }

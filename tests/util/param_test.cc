@@ -190,6 +190,22 @@ TEST(ParamCheck, GdrIsAutoZeroOrOne) {
     EXPECT_EQ("is not auto, 0 or 1", why_rejected(SRD_PARAM_GDR, bad)) << bad;
 }
 
+// GPU windows only on the explicit opt-in; auto says how to get them.
+TEST_F(Params, RmaGpuWindowsOnlyWhenAskedFor) {
+  const char *why = nullptr;
+  EXPECT_EQ(SRD_RMA_OFF, srd_param_rma_offered(&why));
+  EXPECT_NE(nullptr, strstr(why, "NCCL_SRD_RMA=gpu")) << why;
+  set("NCCL_SRD_RMA", "auto");
+  EXPECT_EQ(SRD_RMA_OFF, srd_param_rma_offered(&why));
+  set("NCCL_SRD_RMA", "0");
+  EXPECT_EQ(SRD_RMA_OFF, srd_param_rma_offered(&why));
+  set("NCCL_SRD_RMA", "host");
+  EXPECT_EQ(SRD_RMA_HOST, srd_param_rma_offered(&why));
+  set("NCCL_SRD_RMA", "gpu");
+  EXPECT_EQ(SRD_RMA_GPU, srd_param_rma_offered(&why));
+  EXPECT_NE(nullptr, strstr(why, "GPU windows")) << why;
+}
+
 TEST(ParamCheck, RmaAndEfaFabricTakeTheirWordsOnly) {
   for (const char *ok : {"auto", "0", "host", "gpu"}) EXPECT_EQ("", why_rejected(SRD_PARAM_RMA, ok)) << ok;
   for (const char *bad : {"GPU", "1", "yes", "cuda"})
