@@ -72,11 +72,12 @@ struct srd_rma_op {
   int nstripes, posted, completed;
   int outstanding; /* posted operations that still name the op */
   bool released;   /* NCCL saw it done: back to the pool once outstanding is 0 */
-  struct srd_stripe stripes[SRD_MAX_STRIPES];
-  struct srd_rail_write w[SRD_MAX_STRIPES];
-  /* A self op on GPU memory runs on a stream: done when its event is. */
+  /* A self op on GPU memory runs on a stream: done when its event is.
+   * Before stripes: op_get clears everything up to there. */
   struct srd_cuda_stream *stream;
   srd_cuevent event;
+  struct srd_stripe stripes[SRD_MAX_STRIPES];
+  struct srd_rail_write w[SRD_MAX_STRIPES];
   struct srd_rma_op *next; /* the peer's queue, or the pool */
   struct srd_rma_op *all;  /* every op the group made, freed with it */
 };
