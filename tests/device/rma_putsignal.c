@@ -1,0 +1,150 @@
+/* On the GPU device machine (tests/device/rma.sh runs it): NCCL 2.30's host
+ * one-sided API through our ncclRmaPlugin_v14 with GPU windows. Two ranks
+ * (RANK, WORLD_SIZE from tests/device's `ranks`), one window each from
+ * ncclMemAlloc; every rank puts rounds of each size into its peer's window
+ * with ncclPutSignal, waits for the peer's signal with ncclWaitSignal on the
+ * same stream, then copies the landed bytes back on that stream and checks
+ * them. A wrong signal value shows as a wait that never ends (NCCL waits for
+ * the running count 1, 2, 3...: a signal word stuck at 1 hangs round 2), so
+ * the script bounds each run with timeout; data that arrived after its
+ * signal shows as a byte mismatch.
+ *
+ *   rma_putsignal [rounds]     (SRD_ID_FILE: where rank 0 leaves the unique id)
+ *
+ * Exit 0 all checks passed; 1 a check failed (the first mismatch printed);
+ * 2 setup failed (the failing call and NCCL's error string printed). */
+#define _DEFAULT_SOURCE /* usleep */
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SLOT ((size_t)1 << 20) /* the largest put; each round's slot */
+
+static int rank = -1;
+
+#define NCCL_OK(call)                                                                                  \
+  do {                                                                                                 \
+    ncclResult_t r_ = (call);                                                                          \
+    if (r_ != ncclSuccess) {                                                                           \
+      fprintf(stderr, "rank %d: %s failed: %s (%d) [%s:%d]\n", rank, #call, ncclGetErrorString(r_), r_, \
+              __FILE__, __LINE__);                                                                     \
+      exit(2);                                                                                         \
+    }                                                                                                  \
+  } while (0)
+
+#define CUDA_OK(call)                                                                                   \
+  do {                                                                                                  \
+    cudaError_t e_ = (call);                                                                            \
+    if (e_ != cudaSuccess) {                                                                            \
+      fprintf(stderr, "rank %d: %s failed: %s [%s:%d]\n", rank, #call, cudaGetErrorString(e_), __FILE__, \
+              __LINE__);                                                                                \
+      exit(2);                                                                                          \
+    }                                                                                                   \
+  } while (0)
+
+/* The byte at offset i of round k's put from rank r. */
+static uint8_t pattern(int r, int k, size_t i) { return (uint8_t)(i * 31 + (size_t)k * 7 + (size_t)r * 101 + 1); }
+
+static void get_id(ncclUniqueId *id, int nranks) {
+  const char *path = getenv("SRD_ID_FILE");
+  if (!path) path = "/tmp/srd-rma-putsignal.id";
+  char tmp[512];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  if (rank == 0) {
+    NCCL_OK(ncclGetUniqueId(id));
+    FILE *f = fopen(tmp, "wb");
+    if (!f || fwrite(id, sizeof(*id), 1, f) != 1 || fclose(f) || rename(tmp, path)) {
+      fprintf(stderr, "rank 0: cannot write the unique id to %s\n", path);
+      exit(2);
+    }
+    return;
+  }
+  (void)nranks;
+  for (int waited = 0; waited < 600; waited++) { /* 60 s */
+    FILE *f = fopen(path, "rb");
+    if (f) {
+      size_t n = fread(id, sizeof(*id), 1, f);
+      fclose(f);
+      if (n == 1) return;
+    }
+    usleep(100000);
+  }
+  fprintf(stderr, "rank %d: no unique id in %s after 60 s (did rank 0 start?)\n", rank, path);
+  exit(2);
+}
+
+int main(int argc, char **argv) {
+  const char *r = getenv("RANK"), *w = getenv("WORLD_SIZE");
+  if (!r || !w) {
+    fprintf(stderr, "RANK and WORLD_SIZE must be set (tests/device's ranks sets them)\n");
+    return 2;
+  }
+  rank = atoi(r);
+  int nranks = atoi(w), rounds = argc > 1 ? atoi(argv[1]) : 8;
+  if (nranks != 2 || rounds < 1 || rounds > 64) {
+    fprintf(stderr, "rank %d: 2 ranks and 1..64 rounds (got %d ranks, %d rounds)\n", rank, nranks, rounds);
+    return 2;
+  }
+  int peer = 1 - rank, version = 0;
+  NCCL_OK(ncclGetVersion(&version));
+  printf("rank %d: NCCL %d, %d rounds per size, peer %d\n", rank, version, rounds, peer);
+  CUDA_OK(cudaSetDevice(0));
+  ncclUniqueId id;
+  get_id(&id, nranks);
+  ncclComm_t comm;
+  NCCL_OK(ncclCommInitRank(&comm, nranks, id, rank));
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+
+  /* One window: a source slot per round, then a destination slot per round
+   * (no slot is reused, so no put can still be reading one we refill). */
+  static const size_t sizes[] = {8, 4096, 65536 + 8, SLOT};
+  const int total = rounds * (int)(sizeof sizes / sizeof sizes[0]);
+  size_t len = 2 * (size_t)total * SLOT;
+  char *buf = NULL;
+  NCCL_OK(ncclMemAlloc((void **)&buf, len));
+  CUDA_OK(cudaMemset(buf, 0, len));
+  ncclWindow_t win;
+  NCCL_OK(ncclCommWindowRegister(comm, buf, len, &win, NCCL_WIN_DEFAULT));
+  printf("rank %d: window of %zu bytes registered\n", rank, len);
+
+  uint8_t *host = malloc(SLOT);
+  if (!host) return 2;
+  int failures = 0, round = 0;
+  for (size_t s = 0; s < sizeof sizes / sizeof sizes[0] && !failures; s++) {
+    size_t n = sizes[s];
+    for (int k = 0; k < rounds && !failures; k++, round++) {
+      char *src = buf + (size_t)round * SLOT;
+      size_t dst_off = (size_t)(total + round) * SLOT;
+      for (size_t i = 0; i < n; i++) host[i] = pattern(rank, round, i);
+      CUDA_OK(cudaMemcpyAsync(src, host, n, cudaMemcpyHostToDevice, stream));
+      NCCL_OK(ncclPutSignal(src, n, ncclUint8, peer, win, dst_off, 0, 0, 0, comm, stream));
+      ncclWaitSignalDesc_t desc = {.opCnt = 1, .peer = peer, .sigIdx = 0, .ctx = 0};
+      NCCL_OK(ncclWaitSignal(1, &desc, comm, stream));
+      /* Ordered after the wait: what the signal promised must be there. */
+      memset(host, 0, n);
+      CUDA_OK(cudaMemcpyAsync(host, buf + dst_off, n, cudaMemcpyDeviceToHost, stream));
+      CUDA_OK(cudaStreamSynchronize(stream));
+      for (size_t i = 0; i < n; i++)
+        if (host[i] != pattern(peer, round, i)) {
+          fprintf(stderr, "rank %d: FAIL round %d (%zu bytes): byte %zu is %u, expected %u (data behind its signal?)\n",
+                  rank, round, n, i, host[i], pattern(peer, round, i));
+          failures++;
+          break;
+        }
+    }
+    if (!failures) printf("rank %d: %d puts of %zu bytes with signals: data and signals right\n", rank, rounds, n);
+  }
+  free(host);
+  NCCL_OK(ncclCommWindowDeregister(comm, win));
+  NCCL_OK(ncclMemFree(buf));
+  CUDA_OK(cudaStreamDestroy(stream));
+  NCCL_OK(ncclCommFinalize(comm));
+  NCCL_OK(ncclCommDestroy(comm));
+  printf("rank %d: %s (%d signals waited for)\n", rank, failures ? "FAIL" : "PASS", round);
+  return failures ? 1 : 0;
+}
