@@ -43,6 +43,7 @@ struct State {
   int streams_open = 0, events_open = 0;
   unsigned stream_flags = ~0u;
   int not_ready = 0; // event queries answered NOT_READY before the events are done
+  srd_curesult write_result = SRD_CUDA_SUCCESS; // what cuStreamWriteValue64 answers
 };
 
 inline State state;
@@ -146,6 +147,7 @@ inline srd_curesult stream_sync(srd_custream s) {
 }
 inline srd_curesult write_value64(srd_custream s, srd_cudeviceptr addr, uint64_t value, unsigned flags) {
   if (flags != SRD_CU_STREAM_WRITE_VALUE_DEFAULT) return SRD_CUDA_ERROR_INVALID_VALUE; // unordered: refused here
+  if (state.write_result) return state.write_result;
   record(State::Call::kWrite, s, addr, value);
   memcpy(reinterpret_cast<void *>(static_cast<uintptr_t>(addr)), &value, 8);
   return SRD_CUDA_SUCCESS;

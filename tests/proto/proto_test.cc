@@ -2201,6 +2201,19 @@ TEST_F(RmaGpu, SelfPutCopiesThenSignalsThenWaitsForItsEvent) {
   srd_rma_win_free(hwin);
 }
 
+// A signal the driver refuses fails the group (queryLastError), logged; the
+// ops after it are not applied out of order.
+TEST_F(RmaGpu, RefusedSignalWriteFailsTheGroup) {
+  windows(SRD_RMA_WIN_NEVER_RESET);
+  fake::state.write_result = SRD_CUDA_ERROR_INVALID_VALUE;
+  forged_warnings = 0;
+  srd_log_set_logger(count_warnings);
+  signal(0, 0, SRD_RMA_SIGNAL_INC, 0);
+  srd_log_set_logger(nullptr);
+  EXPECT_EQ(SRD_ERR_SYSTEM, coll->result);
+  EXPECT_EQ(1, forged_warnings) << "no warning for the refused signal";
+}
+
 // Deregistering waits for the window's stream; the group's close closes it.
 TEST_F(RmaGpu, DeregisterWaitsForTheStream) {
   windows(0);
