@@ -50,6 +50,13 @@ grep -q 'has no NIC behind its PCIe switch' "$tmp/gpu" || fail "no warning for a
 grep -q 'GPU memory cannot be registered' "$tmp/gpu" || fail "no warning for missing GPU memory registration"
 grep -q '"name": "NCCL_SRD_TOPO_FILE"' "$tmp/gpu" || fail "settings lack NCCL_SRD_TOPO_FILE"
 
+# NCCL_SRD_RMA=gpu: refused on tcp (no FI_HMEM), with the device and why.
+NCCL_SRD_RMA=gpu FI_PROVIDER=tcp "$bin" > "$tmp/rma" 2>&1 || fail "srd-info with NCCL_SRD_RMA=gpu exited non-zero"
+grep -q '^  one-sided RMA (ncclRma v14)  *not offered: ' "$tmp/rma" ||
+  { grep -A1 'one-sided' "$tmp/rma"; fail "NCCL_SRD_RMA=gpu on tcp shown as offered"; }
+grep -q '^    why not  *device 0: provider tcp.* offers no FI_HMEM' "$tmp/rma" ||
+  { grep -A1 'one-sided' "$tmp/rma"; fail "NCCL_SRD_RMA=gpu on tcp: no reason naming the device and FI_HMEM"; }
+
 NCCL_SRD_PROVIDER=no-such-provider "$bin" --json > "$tmp/none" 2> "$tmp/none.err"
 rc=$?
 [ "$rc" -ne 0 ] || fail "no usable NIC but exit status 0"
