@@ -77,19 +77,30 @@ int srd_rma_gpu_self(struct srd_rma_op *op, struct srd_rma_win *dwin, char *dst,
                      const char *src, size_t size, struct srd_rma_win *sigwin, char *word,
                      const struct srd_msg_rma_signal *sig) {
   char err[ERRLEN];
+  struct srd_rma_coll *coll = op->coll;
   struct srd_cuda_stream *s = dwin && dwin->stream ? dwin->stream : swin && swin->stream ? swin->stream : NULL;
-  if (size && !s) memmove(dst, src, size);
-  else if (size && srd_cuda_stream_copy(s, dst, src, size, err, sizeof(err))) goto fail;
+  bool queued = false;
+  if (size && !s) {
+    memmove(dst, src, size);
+  } else if (size) {
+    if (srd_cuda_stream_copy(s, dst, src, size, err, sizeof(err))) goto fail;
+    queued = true;
+  }
   if (sig) {
-    /* The data must land before the signal: on the signal's own stream that
-     * is the stream's order; on another, or for a host word, wait. */
-    if (s && s != sigwin->stream && srd_cuda_stream_sync(s, err, sizeof(err))) goto fail;
+    /* This op's data and every earlier self op's land before the signal: on
+     * the signal's own stream that is the stream's order; the other streams
+     * (all of them, for a host word) are waited for. */
+    for (int d = 0; d < coll->nstreams; d++)
+      if (coll->streams[d] && coll->streams[d] != sigwin->stream &&
+          srd_cuda_stream_sync(coll->streams[d], err, sizeof(err)))
+        goto fail;
     int rc = srd_rma_apply(sigwin, word, sig->op, sig->value);
     if (rc) return rc;
-    if (sigwin->stream) s = sigwin->stream;
+    queued = sigwin->stream != NULL;
+    if (queued) s = sigwin->stream;
   }
-  if (s && srd_cuda_stream_mark(s, &op->event, err, sizeof(err))) goto fail;
-  op->stream = s;
+  if (queued && srd_cuda_stream_mark(s, &op->event, err, sizeof(err))) goto fail;
+  op->stream = queued ? s : NULL;
   return SRD_OK;
 fail:
   SRD_WARN("RMA %s of %zu bytes to ourselves: %s", op->kind == SRD_RMA_PUT ? "put" : "get", size, err);

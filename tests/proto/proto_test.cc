@@ -2201,6 +2201,37 @@ TEST_F(RmaGpu, SelfPutCopiesThenSignalsThenWaitsForItsEvent) {
   srd_rma_win_free(hwin);
 }
 
+// A self put into our GPU window with its signal on a host word: the copy
+// must have run before the CPU adds to the word, so the stream is waited for
+// first; nothing is left on the stream, so the op is done at once.
+TEST_F(RmaGpu, SelfPutWithAHostSignalWaitsForTheCopyFirst) {
+  windows(0);
+  std::vector<char> host(512, 3);
+  std::vector<uint64_t> words(4, 0);
+  srd_rma_win *hwin = nullptr, *hsig = nullptr;
+  srd_rma_remote mine{};
+  ASSERT_EQ(SRD_OK, srd_rma_win_new(coll, host.data(), host.size(), -1, 0, -1, 0, &hwin, &mine));
+  ASSERT_EQ(SRD_OK, srd_rma_win_new(coll, words.data(), 32, -1, 0, -1, 0, &hsig, &mine));
+  fake::state.calls.clear();
+  srd_msg_rma_signal sig{};
+  sig.window = hsig->index;
+  sig.offset = 8;
+  sig.op = SRD_RMA_SIGNAL_ADD;
+  sig.value = 9;
+  srd_rma_op *op = nullptr;
+  pthread_mutex_lock(&b.lock);
+  ASSERT_EQ(SRD_OK, srd_rma_put(coll, 0, hwin, 0, dwin, 0, host.size(), &sig, &op));
+  ASSERT_EQ(2u, fake::state.calls.size());
+  EXPECT_EQ(fake::State::Call::kCopy, fake::state.calls[0].kind);
+  EXPECT_EQ(fake::State::Call::kSync, fake::state.calls[1].kind) << "host signal before the copy ran";
+  EXPECT_EQ(9u, words[1]);
+  EXPECT_TRUE(srd_rma_op_test(op));
+  srd_rma_op_release(op);
+  pthread_mutex_unlock(&b.lock);
+  srd_rma_win_free(hsig);
+  srd_rma_win_free(hwin);
+}
+
 // A signal the driver refuses fails the group (queryLastError), logged; the
 // ops after it are not applied out of order.
 TEST_F(RmaGpu, RefusedSignalWriteFailsTheGroup) {
