@@ -80,7 +80,8 @@ for v in $(env | grep -oE '^NCCL_SRD_[A-Z_]+'); do unset "$v"; done
 # node: every rank its own LSA team (else peers on the node use the copy
 # engine), the net plugin, cross-NIC allowed. NCCL_SRD_GDR=1: shm makes CUDA
 # calls of its own, so the plugin offers GPU memory there only when forced.
-common="FI_PROVIDER=shm NCCL_NET_PLUGIN=$net NCCL_LSA_TEAM_SIZE=1 NCCL_CROSS_NIC=1 NCCL_NET_GDR_LEVEL=SYS"
+# NCCL_NET=SRD: an error, not a silent fallback, if the plugin does not load.
+common="FI_PROVIDER=shm NCCL_NET=SRD NCCL_NET_PLUGIN=$net NCCL_LSA_TEAM_SIZE=1 NCCL_CROSS_NIC=1 NCCL_NET_GDR_LEVEL=SYS"
 common="$common NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET FI_LOG_LEVEL=warn"
 {
   date -u
