@@ -173,4 +173,44 @@ TEST(CudaLoader, EachGpuAnswersForItself) {
   }
 }
 
+// A stream that cannot be made gives its context back and says why; one
+// that opens holds the device's primary context until it closes, and the
+// caller's context is current again after each call.
+srd_curesult refuse_stream(srd_custream *, unsigned) { return SRD_CUDA_ERROR_INVALID_VALUE; }
+
+TEST(CudaStream, FailedOpenReleasesTheContext) {
+  srd_cuda_ops o = fake::ops();
+  o.stream_create = refuse_stream;
+  fake::Driver d(o);
+  srd_cuda_stream *s = nullptr;
+  char err[256] = "";
+  EXPECT_EQ(-1, srd_cuda_stream_open(srd_cuda_get(), 1, &s, err, sizeof err));
+  EXPECT_EQ(nullptr, s);
+  EXPECT_NE(nullptr, strstr(err, "cuStreamCreate")) << err;
+  EXPECT_EQ(0, fake::state.retained[1]);
+  EXPECT_EQ(nullptr, fake::state.current);
+}
+
+TEST(CudaStream, HoldsThePrimaryContextAndRestoresTheCallers) {
+  fake::Driver d;
+  srd_cucontext mine = reinterpret_cast<srd_cucontext>(0x77);
+  fake::state.current = mine;
+  srd_cuda_stream *s = nullptr;
+  char err[256] = "";
+  ASSERT_EQ(0, srd_cuda_stream_open(srd_cuda_get(), 1, &s, err, sizeof err)) << err;
+  EXPECT_EQ(1, fake::state.retained[1]);
+  uint64_t word = 0;
+  fake::state.mem_base[1] = reinterpret_cast<uintptr_t>(&word);
+  fake::state.mem_len[1] = sizeof word;
+  ASSERT_EQ(0, srd_cuda_stream_write64(s, &word, 5, err, sizeof err)) << err;
+  EXPECT_EQ(5u, word);
+  ASSERT_EQ(1u, fake::state.calls.size());
+  EXPECT_EQ(fake::primary(1), fake::state.calls[0].ctx) << "written under another context";
+  EXPECT_EQ(mine, fake::state.current) << "the caller's context was not restored";
+  srd_cuda_stream_close(s);
+  EXPECT_EQ(0, fake::state.retained[1]);
+  EXPECT_EQ(0, fake::state.streams_open);
+  EXPECT_EQ(mine, fake::state.current);
+}
+
 } // namespace
