@@ -88,6 +88,8 @@ static void open_rma(struct rank_state *s, int rank, int nranks, const struct st
   ST_NCCL(s->rma->getProperties(0, &props));
   ST_CHECK(props.netDeviceType == NCCL_NET_DEVICE_GIN_PROXY, "netDeviceType %d", (int)props.netDeviceType);
   ST_CHECK(props.maxRecvs == 8, "maxRecvs %d", props.maxRecvs);
+  /* Host windows only: NCCL must not hand us CUDA or dma-buf windows. */
+  ST_CHECK(props.ptrSupport == NCCL_PTR_HOST, "NCCL_SRD_RMA=host: ptrSupport %#x", (unsigned)props.ptrSupport);
   char *handles = calloc((size_t)nranks, NCCL_NET_HANDLE_MAXSIZE);
   void **hp = calloc((size_t)nranks, sizeof(void *));
   ST_CHECK(handles && hp, "out of memory");
@@ -322,6 +324,7 @@ static int bad_input_rank(int rank, int nranks, void *arg) {
   EXPECT_ERROR(s.rma->iget(s.rctx, 0, len - 1, dmh, 2, 0, smh, (uint32_t)next, &r), "get past the window");
   EXPECT_ERROR(s.rma->test(s.coll, foreign, (int[]){0}), "test of a foreign request");
   EXPECT_ERROR(s.rma->deregMrSym(s.coll, foreign), "deregistering a foreign handle");
+  EXPECT_ERROR(s.rma->regMrSym(s.coll, src, len, NCCL_PTR_CUDA, 0, &r), "a CUDA window with host windows only");
   st_barrier(TIMEOUT_MS);
   ST_CHECK(st_check_byte(dst, len, POISON) == SIZE_MAX, "a refused op wrote into the target's window");
   for (int i = 0; i < nranks; i++) ST_CHECK(sig[i] == 0, "a refused op moved signal %d", i);
