@@ -14,7 +14,9 @@
  * overtakes data, and the origin never fences. The target acknowledges
  * applied ops every SRD_RMA_ACK_EVERY; the origin keeps at most
  * SRD_RMA_SEQ_WINDOW ops unacknowledged and queues the rest (NCCL is never
- * refused). Everything runs under dev->lock. */
+ * refused). Signals into GPU windows and ops to ourselves on GPU memory go
+ * through a CUDA stream of the group's (src/proto/rma_gpu.c). Everything
+ * runs under dev->lock. */
 #ifndef SRD_RMA_H
 #define SRD_RMA_H
 
