@@ -2109,6 +2109,14 @@ class RmaGpu : public Proto {
         v.push_back(c.value);
     return v;
   }
+  // dev->lock for the ops, released even when an assertion returns early.
+  struct Locked {
+    pthread_mutex_t *m;
+    explicit Locked(srd_dev &d) : m(&d.lock) { pthread_mutex_lock(m); }
+    ~Locked() { pthread_mutex_unlock(m); }
+    Locked(const Locked &) = delete;
+    Locked &operator=(const Locked &) = delete;
+  };
   size_t count(fake::State::Call::Kind k) const {
     size_t n = 0;
     for (const auto &c : fake::state.calls) n += c.kind == k;
@@ -2174,30 +2182,31 @@ TEST_F(RmaGpu, SelfPutCopiesThenSignalsThenWaitsForItsEvent) {
   sig.op = SRD_RMA_SIGNAL_INC;
   fake::state.not_ready = 2;
   srd_rma_op *op = nullptr;
-  pthread_mutex_lock(&b.lock);
-  ASSERT_EQ(SRD_OK, srd_rma_put(coll, 0, hwin, 0, dwin, 512, host.size(), &sig, &op));
-  ASSERT_TRUE(op);
-  ASSERT_EQ(3u, fake::state.calls.size());
-  EXPECT_EQ(fake::State::Call::kCopy, fake::state.calls[0].kind);
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(data + 512), fake::state.calls[0].addr);
-  EXPECT_EQ(fake::State::Call::kWrite, fake::state.calls[1].kind);
-  EXPECT_EQ(fake::State::Call::kMark, fake::state.calls[2].kind);
-  EXPECT_EQ(std::vector<uint64_t>({1}), written(24));
-  EXPECT_FALSE(srd_rma_op_test(op)) << "done before its event";
-  EXPECT_FALSE(srd_rma_op_test(op));
-  EXPECT_TRUE(srd_rma_op_test(op));
-  EXPECT_EQ(SRD_OK, op->result);
-  srd_rma_op_release(op);
-  EXPECT_EQ(0, memcmp(host.data(), data + 512, host.size()));
-  // A get from our own GPU window into host memory: a copy and its event.
-  fake::state.calls.clear();
-  ASSERT_EQ(SRD_OK, srd_rma_get(coll, 0, hwin, 0, dwin, 0, 128, &op));
-  ASSERT_EQ(2u, fake::state.calls.size());
-  EXPECT_EQ(fake::State::Call::kCopy, fake::state.calls[0].kind);
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(host.data()), fake::state.calls[0].addr);
-  EXPECT_TRUE(srd_rma_op_test(op));
-  srd_rma_op_release(op);
-  pthread_mutex_unlock(&b.lock);
+  {
+    Locked held(b);
+    ASSERT_EQ(SRD_OK, srd_rma_put(coll, 0, hwin, 0, dwin, 512, host.size(), &sig, &op));
+    ASSERT_TRUE(op);
+    ASSERT_EQ(3u, fake::state.calls.size());
+    EXPECT_EQ(fake::State::Call::kCopy, fake::state.calls[0].kind);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(data + 512), fake::state.calls[0].addr);
+    EXPECT_EQ(fake::State::Call::kWrite, fake::state.calls[1].kind);
+    EXPECT_EQ(fake::State::Call::kMark, fake::state.calls[2].kind);
+    EXPECT_EQ(std::vector<uint64_t>({1}), written(24));
+    EXPECT_FALSE(srd_rma_op_test(op)) << "done before its event";
+    EXPECT_FALSE(srd_rma_op_test(op));
+    EXPECT_TRUE(srd_rma_op_test(op));
+    EXPECT_EQ(SRD_OK, op->result);
+    srd_rma_op_release(op);
+    EXPECT_EQ(0, memcmp(host.data(), data + 512, host.size()));
+    // A get from our own GPU window into host memory: a copy and its event.
+    fake::state.calls.clear();
+    ASSERT_EQ(SRD_OK, srd_rma_get(coll, 0, hwin, 0, dwin, 0, 128, &op));
+    ASSERT_EQ(2u, fake::state.calls.size());
+    EXPECT_EQ(fake::State::Call::kCopy, fake::state.calls[0].kind);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(host.data()), fake::state.calls[0].addr);
+    EXPECT_TRUE(srd_rma_op_test(op));
+    srd_rma_op_release(op);
+  }
   srd_rma_win_free(hwin);
 }
 
@@ -2219,15 +2228,16 @@ TEST_F(RmaGpu, SelfPutWithAHostSignalWaitsForTheCopyFirst) {
   sig.op = SRD_RMA_SIGNAL_ADD;
   sig.value = 9;
   srd_rma_op *op = nullptr;
-  pthread_mutex_lock(&b.lock);
-  ASSERT_EQ(SRD_OK, srd_rma_put(coll, 0, hwin, 0, dwin, 0, host.size(), &sig, &op));
-  ASSERT_EQ(2u, fake::state.calls.size());
-  EXPECT_EQ(fake::State::Call::kCopy, fake::state.calls[0].kind);
-  EXPECT_EQ(fake::State::Call::kSync, fake::state.calls[1].kind) << "host signal before the copy ran";
-  EXPECT_EQ(9u, words[1]);
-  EXPECT_TRUE(srd_rma_op_test(op));
-  srd_rma_op_release(op);
-  pthread_mutex_unlock(&b.lock);
+  {
+    Locked held(b);
+    ASSERT_EQ(SRD_OK, srd_rma_put(coll, 0, hwin, 0, dwin, 0, host.size(), &sig, &op));
+    ASSERT_EQ(2u, fake::state.calls.size());
+    EXPECT_EQ(fake::State::Call::kCopy, fake::state.calls[0].kind);
+    EXPECT_EQ(fake::State::Call::kSync, fake::state.calls[1].kind) << "host signal before the copy ran";
+    EXPECT_EQ(9u, words[1]);
+    EXPECT_TRUE(srd_rma_op_test(op));
+    srd_rma_op_release(op);
+  }
   srd_rma_win_free(hsig);
   srd_rma_win_free(hwin);
 }
