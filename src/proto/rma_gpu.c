@@ -23,11 +23,12 @@ int srd_rma_gpu_win(struct srd_rma_coll *coll, struct srd_rma_win *w) {
     if (!coll->streams) return SRD_ERR_SYSTEM;
     coll->nstreams = cu->device_count;
   }
-  if (!coll->streams[w->cuda_dev] && srd_cuda_stream_open(cu, w->cuda_dev, &coll->streams[w->cuda_dev], err, sizeof(err))) {
+  struct srd_cuda_stream **s = &coll->streams[w->cuda_dev];
+  if (!*s && srd_cuda_stream_open(cu, w->cuda_dev, s, err, sizeof(err))) {
     SRD_WARN("RMA window on CUDA device %d: no stream for its signals: %s", w->cuda_dev, err);
     return SRD_ERR_SYSTEM;
   }
-  w->stream = coll->streams[w->cuda_dev];
+  w->stream = *s;
   return SRD_OK;
 }
 

@@ -162,7 +162,8 @@ static void print_text(const struct info_report *r) {
   char gpu_why[512];
   int refused = -1;
   for (int g = 0; rma == SRD_RMA_GPU && r->grouped && g < r->topo.ngroups && refused < 0; g++)
-    if (srd_gdr_rma_windows(r->nics.provider, &r->gdr[g], srd_cuda_get(), gpu_why, sizeof(gpu_why))) refused = g;
+    if (srd_gdr_rma_windows(r->nics.provider, &r->gdr[g], srd_cuda_get(), gpu_why, sizeof(gpu_why)))
+      refused = g;
   printf("  one-sided RMA (ncclRma v14)    %s: %s\n", rma && refused < 0 ? "offered" : "not offered", rma_why);
   if (refused >= 0) printf("    why not                      device %d: %s\n", refused, gpu_why);
   else if (rma == SRD_RMA_GPU) printf("    GPU signals                  by a CUDA stream (unverified on GPUs so far)\n");
