@@ -165,8 +165,10 @@ static void print_text(const struct info_report *r) {
     if (srd_gdr_rma_windows(r->nics.provider, &r->gdr[g], srd_cuda_get(), gpu_why, sizeof(gpu_why)))
       refused = g;
   printf("  one-sided RMA (ncclRma v14)    %s: %s\n", rma && refused < 0 ? "offered" : "not offered", rma_why);
-  if (refused >= 0) printf("    why not                      device %d: %s\n", refused, gpu_why);
-  else if (rma == SRD_RMA_GPU) printf("    GPU signals                  by a CUDA stream (unverified on GPUs so far)\n");
+  if (refused >= 0)
+    printf("    why not                      device %d: %s\n", refused, gpu_why);
+  else if (rma == SRD_RMA_GPU)
+    printf("    GPU signals                  by a CUDA stream (unverified on GPUs so far)\n");
 
   printf("\nsettings (NCCL_SRD_*)\n");
   for (int p = 0; p < SRD_PARAM_COUNT; p++) {
