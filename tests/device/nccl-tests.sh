@@ -51,9 +51,10 @@ if [ -z "$eu_stack" ] && ls .device/dbg/*.deb >/dev/null 2>&1; then
 fi
 
 # bounded SECONDS CMD...: CMD with a time limit, like timeout(1) (exit 124 when
-# it ran out), but first writes every thread's stack of every process under it
-# to stdout (eu-stack, where the machine has it: carried in .device/dbg), so a
-# hang on the device says where it waits without a debugger there.
+# it ran out), but first sends each process under it BOUNDED_DUMP_SIGNAL (if
+# set: a program's own state dump) and writes every thread's stack to stdout
+# (eu-stack, where the machine has it: carried in .device/dbg), so a hang on
+# the device says where it waits without a debugger there.
 bounded() {
   local limit=$1 pid t=0 p kids
   shift
@@ -70,6 +71,13 @@ bounded() {
   kids=$pid
   for p in $(descendants "$pid"); do kids="$kids $p"; done
   echo "# bounded: still running after ${limit}s; stacks of:$(for p in $kids; do printf ' %s(%s)' "$p" "$(cat /proc/$p/comm 2>/dev/null)"; done)"
+  if [ -n "${BOUNDED_DUMP_SIGNAL:-}" ]; then
+    for p in $kids; do
+      case $(cat /proc/"$p"/comm 2>/dev/null) in bash | timeout | mpirun* | orted | srd-rank.sh | sleep) continue ;; esac
+      kill -"$BOUNDED_DUMP_SIGNAL" "$p" 2>/dev/null
+    done
+    sleep 2
+  fi
   if [ -n "$eu_stack" ]; then
     for p in $kids; do
       case $(cat /proc/"$p"/comm 2>/dev/null) in bash | timeout | mpirun* | orted | srd-rank.sh | sleep) continue ;; esac

@@ -82,7 +82,9 @@ for v in $(env | grep -oE '^NCCL_SRD_[A-Z_]+'); do unset "$v"; done
 # calls of its own, so the plugin offers GPU memory there only when forced.
 # NCCL_NET=SRD: an error, not a silent fallback, if the plugin does not load.
 common="FI_PROVIDER=shm NCCL_NET=SRD NCCL_NET_PLUGIN=$net NCCL_LSA_TEAM_SIZE=1 NCCL_CROSS_NIC=1 NCCL_NET_GDR_LEVEL=SYS"
-common="$common NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET FI_LOG_LEVEL=warn"
+# NCCL_RMA_PROXY_DUMP_SIGNAL=10: a rank still waiting when bounded stops it
+# prints NCCL's RMA queues on SIGUSR1 (bounded sends it first).
+common="$common NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET FI_LOG_LEVEL=warn NCCL_RMA_PROXY_DUMP_SIGNAL=10"
 {
   date -u
   git log -1 --format='commit %h %s' 2>/dev/null
@@ -95,13 +97,13 @@ common="$common NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET FI_LOG_LEVEL=warn"
 } >"$out/env.txt"
 grep -A2 "one-sided RMA" "$out/env.txt" | tee -a "$summary"
 
-# run NAME ENVS: 2 ranks, bounded, log and NCCL debug files in $out.
+# run NAME ENVS [signal]: 2 ranks, bounded, log and NCCL debug files in $out.
 run() {
-  local name=$1 envs=$2 log=$out/$1.log rc
+  local name=$1 envs=$2 mode=${3:-} log=$out/$1.log rc
   rm -f /tmp/srd-rma-putsignal.id
   # shellcheck disable=SC2086,SC2163 # the words of $common and $envs are the assignments
   (export $common $envs NCCL_DEBUG_FILE=$out/$name.nccl.%h.%p SRD_ID_FILE=/tmp/srd-rma-putsignal.id
-   bounded "$RUN_TIMEOUT" bash -c "$(declare -f ranks); ranks 2 $bin $ROUNDS") >"$log" 2>&1
+   BOUNDED_DUMP_SIGNAL=USR1 bounded "$RUN_TIMEOUT" bash -c "$(declare -f ranks); ranks 2 $bin $ROUNDS $mode") >"$log" 2>&1
   rc=$?
   echo "# exit $rc" >>"$log"
   local ok
@@ -119,7 +121,14 @@ run() {
 }
 
 say "== NCCL 2.30.7 ncclPutSignal/ncclWaitSignal, 2 ranks on one GPU, shm, $ROUNDS rounds per size"
-run gpu "NCCL_SRD_RMA=gpu NCCL_SRD_GDR=1"
-rc=$?
+# signal: no data, so shm makes no CUDA copy and only the plugin's stream
+# writes reach GPU memory. gpu: puts with signals at the driver's default
+# hardware queues; gpu-conn32: the same with CUDA_DEVICE_MAX_CONNECTIONS=32
+# (shm's synchronous cudaMemcpy of the incoming data can queue behind the
+# stream that waits for the signal: DESIGN.md "One-sided RMA").
+rc=0
+run signal "NCCL_SRD_RMA=gpu NCCL_SRD_GDR=1" signal || rc=1
+run gpu "NCCL_SRD_RMA=gpu NCCL_SRD_GDR=1" || rc=1
+run gpu-conn32 "NCCL_SRD_RMA=gpu NCCL_SRD_GDR=1 CUDA_DEVICE_MAX_CONNECTIONS=32" || rc=1
 say "result: $([ $rc = 0 ] && echo PASS || echo FAIL)"
 exit $rc

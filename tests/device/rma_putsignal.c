@@ -9,7 +9,10 @@
  * the script bounds each run with timeout; data that arrived after its
  * signal shows as a byte mismatch.
  *
- *   rma_putsignal [rounds]     (SRD_ID_FILE: where rank 0 leaves the unique id)
+ *   rma_putsignal [rounds] [signal]   (SRD_ID_FILE: where rank 0 leaves the unique id)
+ *
+ * "signal": ncclSignal instead of ncclPutSignal, no data: the provider moves
+ * no GPU bytes, only the plugin's signal writes reach GPU memory.
  *
  * Exit 0 all checks passed; 1 a check failed (the first mismatch printed);
  * 2 setup failed (the failing call and NCCL's error string printed). */
@@ -84,7 +87,9 @@ int main(int argc, char **argv) {
     return 2;
   }
   rank = atoi(r);
+  setvbuf(stdout, NULL, _IOLBF, 0); /* a rank killed on a hang still shows how far it got */
   int nranks = atoi(w), rounds = argc > 1 ? atoi(argv[1]) : 8;
+  int signal_only = argc > 2 && !strcmp(argv[2], "signal");
   if (nranks != 2 || rounds < 1 || rounds > 64) {
     fprintf(stderr, "rank %d: 2 ranks and 1..64 rounds (got %d ranks, %d rounds)\n", rank, nranks, rounds);
     return 2;
@@ -109,11 +114,17 @@ int main(int argc, char **argv) {
   NCCL_OK(ncclMemAlloc((void **)&buf, len));
   CUDA_OK(cudaMemset(buf, 0, len));
   ncclWindow_t win;
-  NCCL_OK(ncclCommWindowRegister(comm, buf, len, &win, NCCL_WIN_DEFAULT));
+  NCCL_OK(ncclCommWindowRegister(comm, buf, len, &win, NCCL_WIN_COLL_SYMMETRIC));
   printf("rank %d: window of %zu bytes registered\n", rank, len);
 
-  uint8_t *host = malloc(SLOT);
-  if (!host) return 2;
+  /* Pinned, so the copies are asynchronous and the thread blocks only in
+   * cudaStreamSynchronize. A copy to pageable memory waits for the stream
+   * inside the driver holding a lock that shm's own synchronous cudaMemcpy
+   * (its progress, on NCCL's proxy thread) needs: that deadlocks whatever the
+   * plugin does (seen on the device; DESIGN.md "One-sided RMA"). */
+  uint8_t *host = NULL, *back = NULL; /* what we put; what landed (two: the copies are asynchronous) */
+  CUDA_OK(cudaMallocHost((void **)&host, SLOT));
+  CUDA_OK(cudaMallocHost((void **)&back, SLOT));
   int failures = 0, round = 0;
   for (size_t s = 0; s < sizeof sizes / sizeof sizes[0] && !failures; s++) {
     size_t n = sizes[s];
@@ -122,24 +133,30 @@ int main(int argc, char **argv) {
       size_t dst_off = (size_t)(total + round) * SLOT;
       for (size_t i = 0; i < n; i++) host[i] = pattern(rank, round, i);
       CUDA_OK(cudaMemcpyAsync(src, host, n, cudaMemcpyHostToDevice, stream));
-      NCCL_OK(ncclPutSignal(src, n, ncclUint8, peer, win, dst_off, 0, 0, 0, comm, stream));
+      if (signal_only)
+        NCCL_OK(ncclSignal(peer, 0, 0, 0, comm, stream));
+      else
+        NCCL_OK(ncclPutSignal(src, n, ncclUint8, peer, win, dst_off, 0, 0, 0, comm, stream));
+      if (k == 0) printf("rank %d: first put of %zu bytes queued, waiting for the peer's signal\n", rank, n);
       ncclWaitSignalDesc_t desc = {.opCnt = 1, .peer = peer, .sigIdx = 0, .ctx = 0};
       NCCL_OK(ncclWaitSignal(1, &desc, comm, stream));
       /* Ordered after the wait: what the signal promised must be there. */
-      memset(host, 0, n);
-      CUDA_OK(cudaMemcpyAsync(host, buf + dst_off, n, cudaMemcpyDeviceToHost, stream));
+      memset(back, 0, n);
+      CUDA_OK(cudaMemcpyAsync(back, buf + dst_off, n, cudaMemcpyDeviceToHost, stream));
       CUDA_OK(cudaStreamSynchronize(stream));
-      for (size_t i = 0; i < n; i++)
-        if (host[i] != pattern(peer, round, i)) {
+      for (size_t i = 0; i < n && !signal_only; i++)
+        if (back[i] != pattern(peer, round, i)) {
           fprintf(stderr, "rank %d: FAIL round %d (%zu bytes): byte %zu is %u, expected %u (data behind its signal?)\n",
-                  rank, round, n, i, host[i], pattern(peer, round, i));
+                  rank, round, n, i, back[i], pattern(peer, round, i));
           failures++;
           break;
         }
     }
-    if (!failures) printf("rank %d: %d puts of %zu bytes with signals: data and signals right\n", rank, rounds, n);
+    if (!failures && signal_only) printf("rank %d: %d signals arrived\n", rank, rounds);
+    else if (!failures) printf("rank %d: %d puts of %zu bytes with signals: data and signals right\n", rank, rounds, n);
   }
-  free(host);
+  CUDA_OK(cudaFreeHost(host));
+  CUDA_OK(cudaFreeHost(back));
   NCCL_OK(ncclCommWindowDeregister(comm, win));
   NCCL_OK(ncclMemFree(buf));
   CUDA_OK(cudaStreamDestroy(stream));
