@@ -90,8 +90,10 @@ int srd_gdr_device(const struct srd_nic_list *nics, const struct srd_device_grou
 /* One-sided RMA (NCCL_SRD_RMA=gpu): can a device whose rails are provider's,
  * with GPU decision gdr, take GPU windows (signals written by a CUDA
  * stream)? 0, or -1 with why: the provider is not shm (no FI_HMEM for writes
- * with signals), the device offers no GPU memory, or a CUDA device cannot
- * write 64-bit stream memory. */
+ * with signals), the device offers no GPU memory, a CUDA device cannot
+ * write 64-bit stream memory, or CUDA_DEVICE_MAX_CONNECTIONS is below
+ * SRD_RMA_SHM_CUDA_QUEUES (shm's copies would queue behind signal waits). */
+#define SRD_RMA_SHM_CUDA_QUEUES 32
 int srd_gdr_rma_windows(const char *provider, const struct srd_gdr_decision *gdr, const struct srd_cuda *cu,
                         char *why, size_t len);
 

@@ -305,5 +305,20 @@ int srd_gdr_rma_windows(const char *provider, const struct srd_gdr_decision *gdr
   }
   for (int d = 0; d < cu->device_count; d++)
     if (srd_cuda_stream_usable(cu, d, why, len)) return -1;
+  /* shm copies a put's GPU bytes with a synchronous cudaMemcpy on NCCL's
+   * proxy thread. With CUDA's default 8 hardware queues that copy can queue
+   * behind the stream that waits for the put's own signal: every NCCL 2.30.7
+   * put-with-signal run on the device hung so, every run with 32 passed
+   * (DESIGN.md "One-sided RMA"). */
+  const char *queues = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  char *end = NULL;
+  long n = queues && *queues ? strtol(queues, &end, 10) : 0;
+  if (!queues || !*queues || *end || n < SRD_RMA_SHM_CUDA_QUEUES) {
+    snprintf(why, len,
+             "shm copies GPU data with a synchronous cudaMemcpy that can queue behind the stream waiting for its "
+             "signal and hang: set CUDA_DEVICE_MAX_CONNECTIONS=%d (it is %s)",
+             SRD_RMA_SHM_CUDA_QUEUES, queues ? queues : "unset: CUDA's default 8");
+    return -1;
+  }
   return 0;
 }

@@ -92,8 +92,8 @@ common="$common NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET FI_LOG_LEVEL=warn NCC
   echo "plugin $net; libfabric $lf2; NCCL $nccl; libcudart.so in ${cudart:-(not found)}"
   echo "--- fi_info -p shm -c FI_HMEM"
   fi_info -p shm -c FI_HMEM 2>&1 | head -8
-  echo "--- srd-info (FI_PROVIDER=shm NCCL_SRD_RMA=gpu NCCL_SRD_GDR=1)"
-  FI_PROVIDER=shm NCCL_SRD_RMA=gpu NCCL_SRD_GDR=1 srd-info 2>&1
+  echo "--- srd-info (FI_PROVIDER=shm NCCL_SRD_RMA=gpu NCCL_SRD_GDR=1 CUDA_DEVICE_MAX_CONNECTIONS=32)"
+  FI_PROVIDER=shm NCCL_SRD_RMA=gpu NCCL_SRD_GDR=1 CUDA_DEVICE_MAX_CONNECTIONS=32 srd-info 2>&1
 } >"$out/env.txt"
 grep -A2 "one-sided RMA" "$out/env.txt" | tee -a "$summary"
 
@@ -113,22 +113,29 @@ run() {
   # Which RMA path NCCL took, what the plugin said, what libfabric warned.
   cat "$out/$name".nccl.* 2>/dev/null | grep -iE "RMA|GIN|Loaded net plugin|ncclRma|NET/SRD.*(GPU|device 0)" | sort -u |
     head -20 | sed 's/^/    nccl: /' | tee -a "$summary"
-  if grep -qi "cudaDeviceSynchronize\|synchroniz" "$log"; then
-    say "    libfabric synchronised the device (a deadlock risk, research notes section 5):"
-    grep -i "synchroniz" "$log" | head -3 | sed 's/^/    /' | tee -a "$summary"
+  if grep -q "cudaDeviceSynchronize" "$log"; then
+    say "    a thread synchronised the whole device (a deadlock risk with the stream waits):"
+    grep "cudaDeviceSynchronize" "$log" | head -3 | sed 's/^/    /' | tee -a "$summary"
   fi
   return $rc
 }
 
 say "== NCCL 2.30.7 ncclPutSignal/ncclWaitSignal, 2 ranks on one GPU, shm, $ROUNDS rounds per size"
 # signal: no data, so shm makes no CUDA copy and only the plugin's stream
-# writes reach GPU memory. gpu: puts with signals at the driver's default
-# hardware queues; gpu-conn32: the same with CUDA_DEVICE_MAX_CONNECTIONS=32
-# (shm's synchronous cudaMemcpy of the incoming data can queue behind the
-# stream that waits for the signal: DESIGN.md "One-sided RMA").
+# writes reach GPU memory. gpu: puts with signals. Both with 32 CUDA hardware
+# queues; at the default 8, shm's synchronous cudaMemcpy of a put can queue
+# behind the stream waiting for its signal (every such run hung: DESIGN.md
+# "One-sided RMA"), so there the plugin refuses GPU windows: the "refused"
+# run checks that NCCL is told at once, with what to set, and nothing hangs.
 rc=0
-run signal "NCCL_SRD_RMA=gpu NCCL_SRD_GDR=1" signal || rc=1
-run gpu "NCCL_SRD_RMA=gpu NCCL_SRD_GDR=1" || rc=1
-run gpu-conn32 "NCCL_SRD_RMA=gpu NCCL_SRD_GDR=1 CUDA_DEVICE_MAX_CONNECTIONS=32" || rc=1
+gpu="NCCL_SRD_RMA=gpu NCCL_SRD_GDR=1"
+run signal "$gpu CUDA_DEVICE_MAX_CONNECTIONS=32" signal || rc=1
+run gpu "$gpu CUDA_DEVICE_MAX_CONNECTIONS=32" || rc=1
+run refused "$gpu"
+r=$?
+if [ $r = 0 ] || [ $r = 124 ] || ! cat "$out"/refused.nccl.* | grep -q "set CUDA_DEVICE_MAX_CONNECTIONS=32"; then
+  say "refused: expected a prompt failure naming CUDA_DEVICE_MAX_CONNECTIONS=32 (exit $r)"
+  rc=1
+fi
 say "result: $([ $rc = 0 ] && echo PASS || echo FAIL)"
 exit $rc

@@ -2264,10 +2264,32 @@ TEST_F(RmaGpu, DeregisterWaitsForTheStream) {
   EXPECT_EQ(fake::State::Call::kSync, fake::state.calls[0].kind);
 }
 
+// CUDA_DEVICE_MAX_CONNECTIONS for one scope (nullptr: unset), restored after.
+class CudaQueues {
+ public:
+  explicit CudaQueues(const char *value) {
+    const char *old = getenv(kName);
+    if (old) saved_ = old, had_ = true;
+    if (value) setenv(kName, value, 1);
+    else unsetenv(kName);
+  }
+  ~CudaQueues() {
+    if (had_) setenv(kName, saved_.c_str(), 1);
+    else unsetenv(kName);
+  }
+
+ private:
+  static constexpr const char *kName = "CUDA_DEVICE_MAX_CONNECTIONS";
+  std::string saved_;
+  bool had_ = false;
+};
+
 // Who may take GPU windows: shm with FI_HMEM on every rail, a device that
-// offers GPU memory, and CUDA that can write 64-bit stream memory.
+// offers GPU memory, CUDA that can write 64-bit stream memory, and 32 CUDA
+// hardware queues.
 TEST(RmaGpuOffer, ShmWithFiHmemAndStreamMemoryOperationsOnly) {
   fake::Driver d;
+  CudaQueues queues("32");
   srd_gdr_decision gdr{};
   gdr.gpu = true;
   char why[512];
@@ -2285,6 +2307,24 @@ TEST(RmaGpuOffer, ShmWithFiHmemAndStreamMemoryOperationsOnly) {
   EXPECT_EQ(-1, srd_gdr_rma_windows("shm", &gdr, srd_cuda_get(), why, sizeof why));
   EXPECT_NE(nullptr, strstr(why, "device 1")) << why;
   EXPECT_NE(nullptr, strstr(why, "CAN_USE_64_BIT_STREAM_MEM_OPS")) << why;
+}
+
+// shm's synchronous copies queue behind signal waits unless CUDA has 32
+// hardware queues: refused with what to set (unset, too few, not a number).
+TEST(RmaGpuOffer, ShmNeedsThirtyTwoCudaQueues) {
+  fake::Driver d;
+  srd_gdr_decision gdr{};
+  gdr.gpu = true;
+  char why[512];
+  for (const char *v : {static_cast<const char *>(nullptr), "8", "31", "32x", ""}) {
+    CudaQueues queues(v);
+    EXPECT_EQ(-1, srd_gdr_rma_windows("shm", &gdr, srd_cuda_get(), why, sizeof why)) << (v ? v : "unset");
+    EXPECT_NE(nullptr, strstr(why, "set CUDA_DEVICE_MAX_CONNECTIONS=32")) << why;
+  }
+  for (const char *v : {"32", "64"}) {
+    CudaQueues queues(v);
+    EXPECT_EQ(0, srd_gdr_rma_windows("shm", &gdr, srd_cuda_get(), why, sizeof why)) << v << ": " << why;
+  }
 }
 
 TEST(RmaGpuOffer, DriverWithoutStreamWritesIsRefused) {
