@@ -17,7 +17,7 @@ libsrd_core_la_LIBADD = libsrd_topo.la libsrd_util.la $(FABRIC_LIBS) $(HWLOC_LIB
 lib_LTLIBRARIES += libnccl-net-srd.la
 libnccl_net_srd_la_SOURCES = src/api/api.h src/api/common.c \
 	src/api/net_v8.c src/api/net_v9.c src/api/net_v10.c src/api/net_v11.c src/api/net_v12.c \
-	src/api/rma_v14.c
+	src/api/rma_common.c src/api/rma_v14.c src/api/rma_v15.c
 # NCCL looks for a tuner in the net plugin when NCCL_TUNER_PLUGIN is unset,
 # so the same tables are exported here too.
 libnccl_net_srd_la_SOURCES += tuner/api.c

@@ -3,6 +3,7 @@
 #define SRD_API_H
 
 #include "nccl/net.h"
+#include "nccl/rma_v15.h"
 #include "srd/net.h"
 
 #define SRD_EXPORT __attribute__((visibility("default")))
@@ -74,5 +75,38 @@ ncclResult_t srd_api_connect_ctx(void *ctx, int dev, void *handle, void **send_c
 ncclResult_t srd_api_accept(void *listen_comm, void **recv_comm, ncclNetDeviceHandle_v8_t **dc);
 ncclResult_t srd_api_connect(int dev, void *handle, void **send_comm, ncclNetDeviceHandle_v8_t **dc);
 ncclResult_t srd_api_set_net_attr(void *ctx, ncclNetAttr_v11_t *attr);
+
+/* One-sided RMA: what ncclRmaPlugin_v14 and _v15 share (rma_common.c). */
+ncclResult_t srd_api_rma_init(void **ctx, uint64_t comm_id, ncclDebugLogger_t logger);
+ncclResult_t srd_api_rma_props(int dev, ncclNetProperties_v12_t *out);
+ncclResult_t srd_api_rma_connect(void *ctx, void *handles[], int nranks, int rank, void *listen_comm, void **coll);
+ncclResult_t srd_api_rma_create_context(void *coll, ncclRmaConfig_v14_t *config, void **rctx);
+ncclResult_t srd_api_rma_reg(void *coll, void *data, size_t size, int type, uint64_t flags, void **mh);
+ncclResult_t srd_api_rma_reg_dmabuf(void *coll, void *data, size_t size, int type, uint64_t offset, int fd,
+                                    uint64_t flags, void **mh);
+ncclResult_t srd_api_rma_put_signal(void *rctx, int context, uint64_t src_off, void *src_mh, size_t size,
+                                    uint64_t dst_off, void *dst_mh, uint32_t rank, uint64_t sig_off, void *sig_mh,
+                                    uint64_t sig_value, uint32_t sig_op, void **req);
+ncclResult_t srd_api_rma_last_error(void *rctx, bool *has_error);
+
+#define SRD_RMA_COMMON_ENTRIES                   \
+  .name = SRD_NET_NAME,                          \
+  .init = srd_api_rma_init,                      \
+  .devices = srd_net_devices,                    \
+  .getProperties = srd_api_rma_props,            \
+  .listen = srd_rma_net_listen,                  \
+  .connect = srd_api_rma_connect,                \
+  .createContext = srd_api_rma_create_context,   \
+  .regMrSym = srd_api_rma_reg,                   \
+  .regMrSymDmaBuf = srd_api_rma_reg_dmabuf,      \
+  .deregMrSym = srd_rma_net_dereg,               \
+  .destroyContext = srd_rma_net_destroy_context, \
+  .closeColl = srd_rma_net_close,                \
+  .closeListen = srd_net_close_listen,           \
+  .iflush = srd_rma_net_flush,                   \
+  .test = srd_rma_net_test,                      \
+  .rmaProgress = srd_rma_net_progress,           \
+  .queryLastError = srd_api_rma_last_error,      \
+  .finalize = srd_rma_net_finalize
 
 #endif

@@ -1,6 +1,6 @@
 #!/bin/sh
 # The plugin libraries export their NCCL tables and nothing else:
-# ncclNetPlugin_v8 .. _v12 and ncclRmaPlugin_v14 must be there, and every
+# ncclNetPlugin_v8 .. _v12 and ncclRmaPlugin_v14 and _v15 must be there, and every
 # defined dynamic symbol must be an ncclNetPlugin_v*, ncclRmaPlugin_v* or
 # ncclTunerPlugin_v* table (never ncclGinPlugin_*: NCCL's own GIN proxy runs
 # on the RMA table). The tuner library,
@@ -51,7 +51,9 @@ command -v nm >/dev/null || { echo "FAIL: nm not found"; exit 1; }
 for v in 8 9 10 11 12; do
   exports "$net" | grep -qx "ncclNetPlugin_v$v" || fail "$net does not export ncclNetPlugin_v$v"
 done
-exports "$net" | grep -qx ncclRmaPlugin_v14 || fail "$net does not export ncclRmaPlugin_v14"
+for v in 14 15; do
+  exports "$net" | grep -qx "ncclRmaPlugin_v$v" || fail "$net does not export ncclRmaPlugin_v$v"
+done
 check_only_tables "$net"
 check_no_tls "$net"
 

@@ -53,26 +53,15 @@ fail() { echo "$*" | tee "$out/error.txt"; exit 1; }
 [ -e "$net" ] || fail "no plugin at $net (make install into .device/install)"
 [ -e "$lf2/lib/libfabric.so" ] || fail "no CUDA-aware libfabric in $lf2"
 
-# libfabric built with --enable-cuda-dlopen loads "libcudart.so" (no version):
-# give it one if the library path has none.
-cudart=
-for d in "${CUDA_HOME:-/usr/local/cuda}/lib64" "${CUDA_HOME:-/usr/local/cuda}/lib" \
-  $(python3 -c 'import nvidia.cuda_runtime,os;print(list(nvidia.cuda_runtime.__path__)[0]+"/lib")' 2>/dev/null); do
-  [ -e "$d/libcudart.so" ] && { cudart=$d; break; }
-  for f in "$d"/libcudart.so.*; do
-    [ -e "$f" ] || continue
-    mkdir -p /tmp/srd-cudart && ln -sf "$f" /tmp/srd-cudart/libcudart.so && cudart=/tmp/srd-cudart
-    break 2
-  done
-done
+# shellcheck source=tests/device/nccl-tests.sh
+. tests/device/nccl-tests.sh
+cudart=$(srd_cudart_dir)
 export LD_LIBRARY_PATH=$inst/lib:$lf2/lib${cudart:+:$cudart}:$LD_LIBRARY_PATH
 export PATH=$inst/bin:$lf2/bin:$PATH
 export FI_PROVIDER=shm NCCL_TESTS_DEVICE=0
 unset NCCL_ALGO NCCL_PROTO NCCL_NET NCCL_NET_PLUGIN NCCL_TUNER_PLUGIN NCCL_DEBUG_SUBSYS NCCL_DEBUG_FILE
 for v in $(env | grep -oE '^NCCL_SRD_[A-Z_]+'); do unset "$v"; done
 
-# shellcheck source=tests/device/nccl-tests.sh
-. tests/device/nccl-tests.sh
 nccl_tests_build "$out/nccl-tests-build.log" || fail "$nccl_tests_error"
 
 {

@@ -50,6 +50,21 @@ if [ -z "$eu_stack" ] && ls .device/dbg/*.deb >/dev/null 2>&1; then
     eu_stack="env LD_LIBRARY_PATH=/opt/srd-dbg/usr/lib/x86_64-linux-gnu /opt/srd-dbg/usr/bin/eu-stack"
 fi
 
+# srd_cudart_dir: a directory with "libcudart.so" (no version), which a
+# libfabric built with --enable-cuda-dlopen loads; a link in /tmp where CUDA
+# has only versioned names. Empty when there is none.
+srd_cudart_dir() {
+  local d f
+  for d in "${CUDA_HOME:-/usr/local/cuda}/lib64" "${CUDA_HOME:-/usr/local/cuda}/lib" \
+    $(python3 -c 'import nvidia.cuda_runtime,os;print(list(nvidia.cuda_runtime.__path__)[0]+"/lib")' 2>/dev/null); do
+    [ -e "$d/libcudart.so" ] && { echo "$d"; return; }
+    for f in "$d"/libcudart.so.*; do
+      [ -e "$f" ] || continue
+      mkdir -p /tmp/srd-cudart && ln -sf "$f" /tmp/srd-cudart/libcudart.so && { echo /tmp/srd-cudart; return; }
+    done
+  done
+}
+
 # bounded SECONDS CMD...: CMD with a time limit, like timeout(1) (exit 124 when
 # it ran out), but first sends each process under it BOUNDED_DUMP_SIGNAL (if
 # set: a program's own state dump) and writes every thread's stack to stdout

@@ -49,18 +49,8 @@ if [ ! -e $nccl/lib/libnccl.so ]; then
 fi
 [ -e $nccl/lib/libnccl.so ] || ln -sf libnccl.so.2 $nccl/lib/libnccl.so
 
-# libfabric built with --enable-cuda-dlopen loads "libcudart.so" (no version).
 cuda=${CUDA_HOME:-/usr/local/cuda}
-cudart=
-for d in "$cuda/lib64" "$cuda/lib" \
-  $(python3 -c 'import nvidia.cuda_runtime,os;print(list(nvidia.cuda_runtime.__path__)[0]+"/lib")' 2>/dev/null); do
-  [ -e "$d/libcudart.so" ] && { cudart=$d; break; }
-  for f in "$d"/libcudart.so.*; do
-    [ -e "$f" ] || continue
-    mkdir -p /tmp/srd-cudart && ln -sf "$f" /tmp/srd-cudart/libcudart.so && cudart=/tmp/srd-cudart
-    break 2
-  done
-done
+cudart=$(srd_cudart_dir)
 export LD_LIBRARY_PATH=$nccl/lib:$inst/lib:$lf2/lib${cudart:+:$cudart}:$LD_LIBRARY_PATH
 export PATH=$inst/bin:$lf2/bin:$PATH
 

@@ -1,4 +1,5 @@
-/* One-sided RMA (ncclRmaPlugin_v14) driven as NCCL 2.30 drives it: the net
+/* One-sided RMA (ncclRmaPlugin_v14, and _v15 in the -v15 cases: every entry
+ * taken from that table, the ops given optFlags) driven as NCCL 2.30 drives it: the net
  * table loaded and initialized first, the RMA table found in the same
  * library, init twice (NCCL's RMA and GIN contexts), listen, handles
  * exchanged, connect with a context pointer that is not ours, a context,
@@ -19,7 +20,10 @@
  *   init-refused   without NCCL_SRD_RMA=host init fails with its reason
  *   gpu-refused    NCCL_SRD_RMA=gpu where the rails cannot take GPU windows
  *                  (tcp: no FI_HMEM; shm here: no CUDA) fails init, warned,
- *                  with the reason */
+ *                  with the reason
+ *   ordering-v15, get-flush-v15, bad-input-v15   the same through
+ *                  ncclRmaPlugin_v15, optFlags alternating between
+ *                  AggregateRequests and none */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -27,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nccl/rma_v14.h"
+#include "nccl/rma_v15.h"
 #include "srdtest.h"
 
 #define MIB ((size_t)1 << 20)
@@ -45,13 +49,53 @@ struct rank_state {
   atomic_bool stop;
 };
 
+/* Set by the -v15 cases before the ranks fork: the ranks then drive
+ * ncclRmaPlugin_v15 through a v14-shaped view whose ops pass optFlags. */
+static bool via_v15;
+static const ncclRma_v15_t *v15;
+static uint32_t v15_ops;
+
+/* Alternate the hint, so both values reach every op. */
+static uint32_t next_flags(void) {
+  return v15_ops++ % 2 ? ncclRmaOptFlagsAggregateRequests : ncclRmaOptFlagsDefault;
+}
+
+static ncclResult_t iput_via_v15(void *rctx, int context, uint64_t src_off, void *src_mh, size_t size,
+                                 uint64_t dst_off, void *dst_mh, uint32_t rank, void **req) {
+  return v15->iput(rctx, context, src_off, src_mh, size, dst_off, dst_mh, rank, next_flags(), req);
+}
+
+static ncclResult_t iput_signal_via_v15(void *rctx, int context, uint64_t src_off, void *src_mh, size_t size,
+                                        uint64_t dst_off, void *dst_mh, uint32_t rank, uint64_t sig_off, void *sig_mh,
+                                        uint64_t sig_value, uint32_t sig_op, bool strong, void **req) {
+  return v15->iputSignal(rctx, context, src_off, src_mh, size, dst_off, dst_mh, rank, sig_off, sig_mh, sig_value,
+                         sig_op, strong, next_flags(), req);
+}
+
+static ncclResult_t iget_via_v15(void *rctx, int context, uint64_t remote_off, void *remote_mh, size_t size,
+                                 uint64_t local_off, void *local_mh, uint32_t rank, void **req) {
+  return v15->iget(rctx, context, remote_off, remote_mh, size, local_off, local_mh, rank, next_flags(), req);
+}
+
 static const ncclRma_v14_t *rma_table(void) {
   void *lib = dlopen(st_plugin_path(), RTLD_NOW | RTLD_LOCAL);
   ST_CHECK(lib, "dlopen: %s", dlerror());
+  const char *name = via_v15 ? "ncclRmaPlugin_v15" : "ncclRmaPlugin_v14";
   const ncclRma_v14_t *t = dlsym(lib, "ncclRmaPlugin_v14");
+  if (via_v15) {
+    static ncclRma_v14_t view;
+    ST_CHECK((v15 = dlsym(lib, name)) != NULL, "%s missing", name);
+    view = (ncclRma_v14_t){v15->name,         v15->init,           v15->devices,   v15->getProperties, v15->listen,
+                           v15->connect,      v15->createContext,  v15->regMrSym,  v15->regMrSymDmaBuf,
+                           v15->deregMrSym,   v15->destroyContext, v15->closeColl, v15->closeListen,
+                           iput_via_v15,      iput_signal_via_v15, iget_via_v15,   v15->iflush,
+                           v15->test,         v15->rmaProgress,    v15->queryLastError, v15->finalize};
+    ST_CHECK(v15->iput && v15->iputSignal && v15->iget, "%s has no ops", name);
+    t = &view;
+  }
   ST_CHECK(t && t->init && t->connect && t->regMrSym && t->iput && t->iputSignal && t->iget && t->iflush && t->test &&
                t->rmaProgress && t->queryLastError && t->finalize,
-           "ncclRmaPlugin_v14 missing or incomplete");
+           "%s missing or incomplete", name);
   return t;
 }
 
@@ -365,12 +409,15 @@ static int gpu_refused_rank(int rank, int nranks, void *arg) {
   return 0;
 }
 
-static int run(const struct st_ctx *ctx, int nranks, st_rank_fn fn) {
+static int run_table(const struct st_ctx *ctx, int nranks, st_rank_fn fn, bool v15_table) {
+  via_v15 = v15_table;
   char label[96];
   snprintf(label, sizeof label, "%s[%s] %d ranks", ctx->test, ctx->provider, nranks);
   struct st_group_opts opts = {.timeout_s = 300};
   return st_group_run(label, nranks, fn, (void *)ctx, &opts);
 }
+
+static int run(const struct st_ctx *ctx, int nranks, st_rank_fn fn) { return run_table(ctx, nranks, fn, false); }
 
 static int put_sizes_case(const struct st_ctx *c) { return run(c, 2, put_sizes_rank); }
 static int ordering2(const struct st_ctx *c) { return run(c, 2, ordering_rank); }
@@ -380,10 +427,15 @@ static int get_flush(const struct st_ctx *c) { return run(c, 4, get_flush_rank);
 static int bad_input(const struct st_ctx *c) { return run(c, 2, bad_input_rank); }
 static int init_refused(const struct st_ctx *c) { return run(c, 1, init_refused_rank); }
 static int gpu_refused(const struct st_ctx *c) { return run(c, 1, gpu_refused_rank); }
+static int ordering_v15(const struct st_ctx *c) { return run_table(c, 2, ordering_rank, true); }
+static int get_flush_v15(const struct st_ctx *c) { return run_table(c, 4, get_flush_rank, true); }
+static int bad_input_v15(const struct st_ctx *c) { return run_table(c, 2, bad_input_rank, true); }
 
 int main(int argc, char **argv) {
   static const struct st_case cases[] = {{"put-sizes", put_sizes_case}, {"ordering", ordering2}, {"ordering-4", ordering4},
                                          {"loopback", loopback},   {"get-flush", get_flush}, {"bad-input", bad_input},
-                                         {"init-refused", init_refused}, {"gpu-refused", gpu_refused}};
+                                         {"init-refused", init_refused}, {"gpu-refused", gpu_refused},
+                                         {"ordering-v15", ordering_v15}, {"get-flush-v15", get_flush_v15},
+                                         {"bad-input-v15", bad_input_v15}};
   return st_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
 }
