@@ -13,7 +13,7 @@
 # NCCL 2.30.7 pieces, ../shared/third-party/nccl-2.30.7-sm90/README.md), and a
 # make install of this tree configured against lf2: SRD_INSTALL=dir, default
 # .device/install-lf2 (else .device/install).
-# Knobs: ROUNDS=8 (puts per size, 1..64) RUN_TIMEOUT=180
+# Knobs: ROUNDS=8 (puts per size, 1..64) RUN_TIMEOUT=180 TIME=1 (0: no timing run)
 # Writes to $OUT (or ./rma-out): summary.txt, env.txt, build.log, a log per
 # run and NCCL's debug file per rank.
 set -u
@@ -87,7 +87,7 @@ common="$common NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET FI_LOG_LEVEL=warn NCC
 } >"$out/env.txt"
 grep -A2 "one-sided RMA" "$out/env.txt" | tee -a "$summary"
 
-# run NAME ENVS [signal]: 2 ranks, bounded, log and NCCL debug files in $out.
+# run NAME ENVS [signal|time]: 2 ranks, bounded, log and NCCL debug files in $out.
 run() {
   local name=$1 envs=$2 mode=${3:-} log=$out/$1.log rc
   rm -f /tmp/srd-rma-putsignal.id
@@ -126,6 +126,12 @@ r=$?
 if [ $r = 0 ] || [ $r = 124 ] || ! cat "$out"/refused.nccl.* | grep -q "set CUDA_DEVICE_MAX_CONNECTIONS=32"; then
   say "refused: expected a prompt failure naming CUDA_DEVICE_MAX_CONNECTIONS=32 (exit $r)"
   rc=1
+fi
+# time: a ring step as put+signal against the same step as send/recv (both
+# through the plugin, GPU buffers), 8 B to 64 MiB (BENCHMARKS.md).
+if [ "${TIME:-1}" = 1 ]; then
+  run time "$gpu CUDA_DEVICE_MAX_CONNECTIONS=32" time || rc=1
+  grep "^time " "$out/time.log" | sed 's/^/    /' | tee -a "$summary"
 fi
 say "result: $([ $rc = 0 ] && echo PASS || echo FAIL)"
 exit $rc

@@ -13,6 +13,9 @@
  *
  * "signal": ncclSignal instead of ncclPutSignal, no data: the provider moves
  * no GPU bytes, only the plugin's signal writes reach GPU memory.
+ * "time": no checks; the time of one ring step (each rank puts to the other
+ * with a signal and waits for the other's) against the same step as
+ * ncclSend/ncclRecv, 8 B to 64 MiB, timed with CUDA events on the stream.
  *
  * Exit 0 all checks passed; 1 a check failed (the first mismatch printed);
  * 2 setup failed (the failing call and NCCL's error string printed). */
@@ -25,7 +28,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#define SLOT ((size_t)1 << 20) /* the largest put; each round's slot */
+#define SLOT ((size_t)1 << 20)      /* the largest put; each round's slot */
+#define TIME_MAX ((size_t)64 << 20) /* the largest timed step */
 
 static int rank = -1;
 
@@ -80,6 +84,55 @@ static void get_id(ncclUniqueId *id, int nranks) {
   exit(2);
 }
 
+/* One ring step of n bytes, iters times, in microseconds a step. */
+static double step_us(ncclComm_t comm, cudaStream_t stream, ncclWindow_t win, char *buf, size_t n, int peer,
+                      int rma, int iters) {
+  cudaEvent_t t0, t1;
+  CUDA_OK(cudaEventCreate(&t0));
+  CUDA_OK(cudaEventCreate(&t1));
+  ncclWaitSignalDesc_t desc = {.opCnt = 1, .peer = peer, .sigIdx = 0, .ctx = 0};
+  for (int i = -3; i < iters; i++) { /* 3 warm-up steps */
+    if (i == 0) CUDA_OK(cudaEventRecord(t0, stream));
+    if (rma) {
+      NCCL_OK(ncclPutSignal(buf, n, ncclUint8, peer, win, TIME_MAX, 0, 0, 0, comm, stream));
+      NCCL_OK(ncclWaitSignal(1, &desc, comm, stream));
+    } else {
+      NCCL_OK(ncclGroupStart());
+      NCCL_OK(ncclSend(buf, n, ncclUint8, peer, comm, stream));
+      NCCL_OK(ncclRecv(buf + TIME_MAX, n, ncclUint8, peer, comm, stream));
+      NCCL_OK(ncclGroupEnd());
+    }
+  }
+  CUDA_OK(cudaEventRecord(t1, stream));
+  CUDA_OK(cudaEventSynchronize(t1));
+  float ms = 0;
+  CUDA_OK(cudaEventElapsedTime(&ms, t0, t1));
+  CUDA_OK(cudaEventDestroy(t0));
+  CUDA_OK(cudaEventDestroy(t1));
+  return ms * 1000.0 / iters;
+}
+
+/* put+signal against send/recv, alternating per size so drift hits both. */
+static void time_steps(ncclComm_t comm, cudaStream_t stream, int peer) {
+  char *buf = NULL;
+  NCCL_OK(ncclMemAlloc((void **)&buf, 2 * TIME_MAX));
+  CUDA_OK(cudaMemset(buf, 1, 2 * TIME_MAX));
+  ncclWindow_t win;
+  NCCL_OK(ncclCommWindowRegister(comm, buf, 2 * TIME_MAX, &win, NCCL_WIN_COLL_SYMMETRIC));
+  static const size_t sizes[] = {8, 1024, 65536, 1 << 20, 16 << 20, TIME_MAX};
+  for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+    size_t n = sizes[s];
+    int iters = n <= 65536 ? 200 : n <= (1 << 20) ? 50 : 10;
+    double rma = step_us(comm, stream, win, buf, n, peer, 1, iters);
+    double two_sided = step_us(comm, stream, win, buf, n, peer, 0, iters);
+    if (rank == 0)
+      printf("time %zu B: put+signal %.1f us, send/recv %.1f us, ratio %.2f (%d steps each)\n", n, rma, two_sided,
+             rma / two_sided, iters);
+  }
+  NCCL_OK(ncclCommWindowDeregister(comm, win));
+  NCCL_OK(ncclMemFree(buf));
+}
+
 int main(int argc, char **argv) {
   const char *r = getenv("RANK"), *w = getenv("WORLD_SIZE");
   if (!r || !w) {
@@ -104,6 +157,14 @@ int main(int argc, char **argv) {
   NCCL_OK(ncclCommInitRank(&comm, nranks, id, rank));
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  if (argc > 2 && !strcmp(argv[2], "time")) {
+    time_steps(comm, stream, peer);
+    CUDA_OK(cudaStreamDestroy(stream));
+    NCCL_OK(ncclCommFinalize(comm));
+    NCCL_OK(ncclCommDestroy(comm));
+    printf("rank %d: PASS (timing only)\n", rank);
+    return 0;
+  }
 
   /* One window: a source slot per round, then a destination slot per round
    * (no slot is reused, so no put can still be reading one we refill). */
