@@ -562,12 +562,6 @@ void srd_dev_start_lanes(struct srd_dev *dev, bool locked);
 void srd_dev_want_lanes(struct srd_dev *dev);
 /* Does the caller's thread poll rail i (no lane thread reaps it)? */
 static inline bool srd_dev_caller_polls(const struct srd_dev *dev, int i) { return !dev->threaded || i < dev->nnics; }
-/* Progress threads per NIC when NCCL_SRD_PROGRESS_THREADS is unset: each of
- * procs processes of ours on a host of online CPUs gets its share of them (at
- * most the cpus it may run on); NCCL's proxy thread and the rank's own thread
- * keep two, the rest become lanes, at most SRD_AUTO_LANES_MAX. */
-#define SRD_AUTO_LANES_MAX 4
-int srd_lanes_auto(int cpus, int online, int procs);
 
 /* Control messages to the peer of c (src/proto/ctrl.c). The encoder writes
  * the message into buf (cap bytes) and returns its length, 0 when it does not

@@ -31,4 +31,12 @@ int srd_host_procs_count(void);
 /* The same in dir (tests). */
 int srd_host_procs_count_in(const char *dir);
 
+/* Progress threads per NIC when NCCL_SRD_PROGRESS_THREADS is unset: each of
+ * procs processes of ours on a host of online CPUs gets its share of them (at
+ * most the cpus it may run on); NCCL's proxy thread and the rank's own thread
+ * keep two, the rest become lanes, at most SRD_AUTO_LANES_MAX. srd-perf's
+ * raw half sizes its lanes with it too. */
+#define SRD_AUTO_LANES_MAX 4
+int srd_lanes_auto(int cpus, int online, int procs);
+
 #endif

@@ -219,14 +219,6 @@ static void *lane_main(void *arg) {
   return NULL;
 }
 
-int srd_lanes_auto(int cpus, int online, int procs) {
-  if (procs < 1) procs = 1;
-  int share = online > 0 ? online / procs : cpus;
-  if (cpus > 0 && cpus < share) share = cpus;
-  int t = share - 2;
-  return t < 0 ? 0 : t > SRD_AUTO_LANES_MAX ? SRD_AUTO_LANES_MAX : t;
-}
-
 /* Lanes pay off only with cores to run on: each polls without pause while
  * the process moves large messages. */
 static void warn_if_few_cpus(const struct srd_dev *dev) {

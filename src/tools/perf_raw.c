@@ -30,6 +30,7 @@
 #include "srd/cuda.h"
 #include "srd/gdr.h"
 #include "srd/param.h"
+#include "srd/sys.h"
 #include "srd/topo.h"
 
 #include "perf_raw.h"
@@ -37,6 +38,7 @@
 static struct raw *as_raw(struct perf_transport *t) { return (struct raw *)t; }
 
 static int raw_listen(struct perf_transport *t, void *handle, void **listen_comm) {
+  if (raw_lanes_open(as_raw(t))) return -1;
   struct raw_listen *l = calloc(1, sizeof(*l));
   if (!l) return -1;
   l->comm = raw_comm_create(as_raw(t));
@@ -67,6 +69,7 @@ static int raw_connect(struct perf_transport *t, void *handle, void **send_comm)
       perf_error("raw: the peer's handle is not a raw srd-perf handle (a plugin run on the other side?)");
       return -1;
     }
+    if (raw_lanes_open(as_raw(t))) return -1;
     struct raw_comm *c = raw_comm_create(as_raw(t));
     if (!c) return -1;
     c->peer0 = raw_peer_insert(c->r, 0, h->name, h->len);
@@ -171,6 +174,8 @@ static int raw_irecv(struct perf_transport *t, void *recv_comm, int n, void **bu
     struct raw_rx_slot *rx = &c->rx[seq % RAW_RING];
     rx->req = req;
     req->sizes[i] = sizes[i];
+    /* Writes from the stripe threshold up come to the lanes: reap them there. */
+    if (sizes[i] >= c->r->stripe_threshold && raw_lanes_start(c->r)) return -1;
     if (sizes[i] <= c->eager_max) { /* no CTS: the message comes eagerly, or already came */
       rx->buf = bufs[i];
       rx->size = &req->sizes[i];
@@ -232,10 +237,13 @@ static int raw_isend(struct perf_transport *t, void *send_comm, void *buf, size_
                (unsigned long long)cts->len, seq, size);
     return -1;
   }
-  /* Stripe across rails, 128-byte aligned, each within max_msg_size. */
-  size_t stripe = (size + (size_t)c->nrails - 1) / (size_t)c->nrails;
+  /* Stripe across the rails, 128-byte aligned, none below the plugin's
+   * smallest stripe, each within max_msg_size. */
+  int first_rail, nrails = raw_stripe_rails(c->r, size, &first_rail);
+  if (nrails < 0) return -1;
+  size_t stripe = (size + (size_t)nrails - 1) / (size_t)nrails;
   stripe = (stripe + RAW_STRIPE_ALIGN - 1) & ~(size_t)(RAW_STRIPE_ALIGN - 1);
-  if (stripe < RAW_MIN_STRIPE) stripe = RAW_MIN_STRIPE;
+  if (stripe < c->r->min_stripe) stripe = c->r->min_stripe;
   size_t max_msg = c->r->rails[0].max_msg;
   if (stripe > max_msg) stripe = max_msg & ~(size_t)(RAW_STRIPE_ALIGN - 1);
   size_t nstripes = size ? (size + stripe - 1) / stripe : 1;
@@ -256,16 +264,21 @@ static int raw_isend(struct perf_transport *t, void *send_comm, void *buf, size_
   c->cts_valid[slot] = 0;
   c->seq++;
   uint64_t imm = raw_imm(c->peer_id, seq, (uint32_t)nstripes);
+  unsigned cursor = c->r->stripe_cursor;
+  c->r->stripe_cursor += (unsigned)nstripes;
   for (size_t i = 0; i < nstripes; i++) {
     size_t off = i * stripe, len = size - off < stripe ? size - off : stripe;
-    int rail = (int)(i % (size_t)c->nrails), peer_rail = rail % c->peer_nrails;
+    int rail = first_rail + (int)((cursor + i) % (size_t)nrails), peer_rail = rail % c->peer_nrails;
     struct raw_op *op = &req->ops[i];
     *op = (struct raw_op){.kind = OP_DATA, .comm = c, .req = req};
     req->pending++;
-    if (POST_RETRY(c,
-                   fi_writedata(c->r->rails[rail].ep, (char *)buf + off, len, m->desc[rail], imm, c->peer[rail],
-                                cts->addr + off, cts->key[peer_rail], &op->fi_ctx),
-                   "fi_writedata"))
+    struct raw_lane_write w = {op, (char *)buf + off, len, m->desc[rail], imm, c->peer[rail], cts->addr + off,
+                               cts->key[peer_rail]};
+    if (rail >= c->r->nnics ? raw_lane_post(c->r, rail, &w)
+                            : POST_RETRY(c,
+                                         fi_writedata(c->r->rails[rail].ep, w.buf, w.len, w.desc, w.imm, w.dest,
+                                                      w.addr, w.key, &op->fi_ctx),
+                                         "fi_writedata"))
       return -1; /* the comm is broken; the request stays referenced by posted writes */
     c->inflight++;
   }
@@ -322,13 +335,8 @@ static const struct perf_transport_ops raw_ops = {
     .destroy = raw_destroy,
 };
 
-/* GPU registrations need a domain opened with FI_HMEM. */
-static int open_rail(struct raw_rail *rail, const struct srd_nic *nic, int cuda) {
-  rail->info = cuda ? srd_gdr_hmem_info(nic->info) : fi_dupinfo(nic->info);
-  if (!rail->info) {
-    if (cuda) perf_error("raw: --cuda: provider %s offers no FI_HMEM on %s", nic->info->fabric_attr->prov_name, nic->name);
-    return -1;
-  }
+/* A domain for rail->info. */
+int raw_open_domain(struct raw_rail *rail) {
   if (raw_fi_check(fi_fabric(rail->info->fabric_attr, &rail->fabric, NULL), "fi_fabric") ||
       raw_fi_check(fi_domain(rail->fabric, rail->info, &rail->domain, NULL), "fi_domain"))
     return -1;
@@ -339,7 +347,29 @@ static int open_rail(struct raw_rail *rail, const struct srd_nic *nic, int cuda)
   return 0;
 }
 
+/* GPU registrations need a domain opened with FI_HMEM. */
+static int open_rail(struct raw_rail *rail, const struct srd_nic *nic, int cuda) {
+  rail->info = cuda ? srd_gdr_hmem_info(nic->info) : fi_dupinfo(nic->info);
+  if (!rail->info) {
+    if (cuda) perf_error("raw: --cuda: provider %s offers no FI_HMEM on %s", nic->info->fabric_attr->prov_name, nic->name);
+    return -1;
+  }
+  return raw_open_domain(rail);
+}
+
+void raw_describe(struct raw *r) {
+  int lanes = r->nrails / r->nnics;
+  snprintf(r->base.description, sizeof(r->base.description),
+           "raw libfabric %s (eager fi_senddata up to %zu B, fi_writedata above; %d NIC%s x %d lane%s, one endpoint "
+           "each%s; stripes of %zu B or more on %s%s)",
+           r->base.provider, r->rx_bytes, r->nnics, r->nnics == 1 ? "" : "s", lanes, lanes == 1 ? "" : "s",
+           lanes > 1 ? ", a thread per lane but the first" : "", r->stripe_threshold,
+           lanes > 1 ? "the threads' lanes" : "every NIC", r->base.cuda ? ", FI_HMEM" : "");
+}
+
 struct perf_transport *perf_raw_open(int dev, int cuda) {
+  /* Counted, as a plugin's process is, by both sides' lane sizing. */
+  srd_host_procs_join();
   struct srd_nic_list nics;
   if (srd_topo_discover(&nics)) {
     perf_error("raw: no usable libfabric provider or NIC (run srd-info)");
@@ -369,10 +399,11 @@ struct perf_transport *perf_raw_open(int dev, int cuda) {
     if (n < (int)sizeof(r->base.device))
       n += snprintf(r->base.device + n, sizeof(r->base.device) - (size_t)n, " %s", nic->name);
   }
+  r->nnics = r->nrails;
+  r->stripe_threshold = (size_t)srd_param_int(SRD_PARAM_STRIPE_THRESHOLD);
+  r->min_stripe = ((size_t)srd_param_int(SRD_PARAM_MIN_STRIPE) + RAW_STRIPE_ALIGN - 1) & ~(size_t)(RAW_STRIPE_ALIGN - 1);
   if (raw_open_endpoints(r)) goto fail;
-  snprintf(r->base.description, sizeof(r->base.description),
-           "raw libfabric %s (eager fi_senddata up to %zu B, fi_writedata above; one endpoint per rail; %d rail%s%s)",
-           nics.provider, r->rx_bytes, r->nrails, r->nrails == 1 ? "" : "s", cuda ? ", FI_HMEM" : "");
+  raw_describe(r);
   free(topo);
   srd_topo_free(&nics);
   return &r->base;

@@ -1,4 +1,4 @@
-/* Internal to srd-perf's raw-libfabric transport (perf_raw.c, perf_raw_comm.c):
+/* Internal to srd-perf's raw-libfabric transport (perf_raw.c, perf_raw_comm.c, perf_raw_lanes.c):
  * wire formats, state, and the connection machinery both files use. */
 #ifndef SRD_TOOLS_PERF_RAW_H
 #define SRD_TOOLS_PERF_RAW_H
@@ -10,6 +10,7 @@
 #include <rdma/fi_errno.h>
 
 #include "perf_log.h"
+#include "perf_raw_lanes.h"
 #include "perf_transport.h"
 
 #define RAW_MAGIC 0x53524450u /* "SRDP" */
@@ -25,7 +26,6 @@
 #define RAW_RING (1u << RAW_SEQ_BITS) /* messages in flight per comm, above srd-perf's 32 x 8 */
 #define RAW_MAX_STRIPES 4095
 #define RAW_STRIPE_ALIGN 128
-#define RAW_MIN_STRIPE (64 * 1024)
 #define RAW_POST_TIMEOUT_S 10
 /* Messages up to the plugin's eager size for the provider
  * (srd_eager_default) go eagerly (fi_senddata, fi_injectdata within the
@@ -130,10 +130,17 @@ struct raw_peer {
   int consumed; /* its eager messages we took, credits not yet returned */
 };
 
+/* Rail i is lane i / nnics of NIC i % nnics, as in the plugin: lane 0 is
+ * polled by the caller, the others by their threads (perf_raw_lanes.h). */
 struct raw {
   struct perf_transport base;
-  int nrails;
+  int nrails, nnics;
   struct raw_rail rails[RAW_MAX_RAILS];
+  int lanes_opened;
+  int lanes_running;
+  struct raw_lane *lanes[RAW_MAX_RAILS]; /* rails nnics.. */
+  size_t stripe_threshold, min_stripe;   /* the plugin's settings (NCCL_SRD_STRIPE_THRESHOLD, NCCL_SRD_MIN_STRIPE) */
+  unsigned stripe_cursor;                /* the first lane of the next message: turns, as the plugin's paths */
   uint64_t next_key;
   struct raw_comm *comms; /* every comm not yet freed */
   struct raw_comm *by_id[RAW_MAX_COMMS];
@@ -222,7 +229,10 @@ struct raw_msg *raw_send_slot_msg(struct raw_comm *c, int slot);
 struct raw_msg *raw_msg_start(struct raw_comm *c, int slot, enum raw_msg_type type);
 int raw_send_ctrl(struct raw_comm *c, int slot, size_t len);
 int raw_try_send_staged(struct raw_comm *c);
+int raw_open_domain(struct raw_rail *rail);
+int raw_open_endpoint(struct raw *r, struct raw_rail *rail);
 int raw_open_endpoints(struct raw *r);
+void raw_describe(struct raw *r);
 void raw_close_endpoints(struct raw *r);
 int raw_progress(struct raw *r);
 int raw_fill_names(struct raw *r, struct raw_names *names);

@@ -327,7 +327,8 @@ static void on_completion(struct raw *r, const struct fi_cq_data_entry *e) {
 
 int raw_progress(struct raw *r) {
   struct fi_cq_data_entry e[16];
-  for (int k = 0; k < r->nrails && !r->failed; k++) {
+  if (r->lanes_running && raw_lanes_progress(r, on_completion)) r->failed = 1;
+  for (int k = 0; k < r->nnics && !r->failed; k++) {
     for (;;) {
       ssize_t n = fi_cq_read(r->rails[k].cq, e, 16);
       if (n == -FI_EAGAIN) break;
@@ -414,19 +415,22 @@ static int name_shm_endpoint(struct raw *r, struct fid_ep *ep) {
   return raw_fi_check(fi_setname(&ep->fid, name, strlen(name) + 1), "fi_setname (shm)");
 }
 
+int raw_open_endpoint(struct raw *r, struct raw_rail *rail) {
+  struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_DATA, .wait_obj = FI_WAIT_NONE, .size = 16384};
+  struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
+  if (raw_fi_check(fi_endpoint(rail->domain, rail->info, &rail->ep, NULL), "fi_endpoint") ||
+      raw_fi_check(fi_cq_open(rail->domain, &cq_attr, &rail->cq, NULL), "fi_cq_open") ||
+      raw_fi_check(fi_av_open(rail->domain, &av_attr, &rail->av, NULL), "fi_av_open") ||
+      raw_fi_check(fi_ep_bind(rail->ep, &rail->av->fid, 0), "fi_ep_bind(av)") ||
+      raw_fi_check(fi_ep_bind(rail->ep, &rail->cq->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)") ||
+      name_shm_endpoint(r, rail->ep) || raw_fi_check(fi_enable(rail->ep), "fi_enable"))
+    return -1;
+  return 0;
+}
+
 int raw_open_endpoints(struct raw *r) {
-  for (int i = 0; i < r->nrails; i++) {
-    struct raw_rail *rail = &r->rails[i];
-    struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_DATA, .wait_obj = FI_WAIT_NONE, .size = 16384};
-    struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
-    if (raw_fi_check(fi_endpoint(rail->domain, rail->info, &rail->ep, NULL), "fi_endpoint") ||
-        raw_fi_check(fi_cq_open(rail->domain, &cq_attr, &rail->cq, NULL), "fi_cq_open") ||
-        raw_fi_check(fi_av_open(rail->domain, &av_attr, &rail->av, NULL), "fi_av_open") ||
-        raw_fi_check(fi_ep_bind(rail->ep, &rail->av->fid, 0), "fi_ep_bind(av)") ||
-        raw_fi_check(fi_ep_bind(rail->ep, &rail->cq->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)") ||
-        name_shm_endpoint(r, rail->ep) || raw_fi_check(fi_enable(rail->ep), "fi_enable"))
-      return -1;
-  }
+  for (int i = 0; i < r->nrails; i++)
+    if (raw_open_endpoint(r, &r->rails[i])) return -1;
   size_t rx = r->rails[0].info->rx_attr->size / 2;
   r->npool = rx < 16 ? 16 : rx > RAW_POOL_MAX ? RAW_POOL_MAX : (int)rx;
   r->rx_bytes = srd_eager_default(r->rails[0].info);
@@ -441,8 +445,10 @@ int raw_open_endpoints(struct raw *r) {
   return 0;
 }
 
-/* Endpoints first: nothing completes into a comm or the pool after this. */
+/* Lanes' threads, then endpoints: nothing completes into a comm or the pool
+ * after this. */
 void raw_close_endpoints(struct raw *r) {
+  raw_lanes_stop(r);
   for (int i = 0; i < r->nrails; i++)
     if (r->rails[i].ep) fi_close(&r->rails[i].ep->fid);
   while (r->comms) comm_free(r->comms);

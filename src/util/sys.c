@@ -108,3 +108,11 @@ int srd_host_procs_count_in(const char *dir) {
 }
 
 int srd_host_procs_count(void) { return srd_host_procs_count_in(SRD_HOST_PROCS_DIR); }
+
+int srd_lanes_auto(int cpus, int online, int procs) {
+  if (procs < 1) procs = 1;
+  int share = online > 0 ? online / procs : cpus;
+  if (cpus > 0 && cpus < share) share = cpus;
+  int t = share - 2;
+  return t < 0 ? 0 : t > SRD_AUTO_LANES_MAX ? SRD_AUTO_LANES_MAX : t;
+}
