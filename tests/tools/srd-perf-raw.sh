@@ -1,7 +1,9 @@
 #!/bin/sh
 # srd-perf --raw (libfabric directly) over tcp and shm: data verified, every
 # pattern, eager and clear-to-send sizes, several and many comms on the shared
-# endpoints, grouped receives, JSON that parses.
+# endpoints, grouped receives, large messages striped over lanes (2 progress
+# threads, and the automatic count) with as many lanes as the plugin, JSON
+# that parses.
 set -u
 . "${top_srcdir:-.}/tests/tools/json_check.sh"
 bin="${top_builddir:-.}/srd-perf"
@@ -18,6 +20,12 @@ for prov in tcp shm; do
     fail "$prov: 4 comms, window 16, groups of 4"
   FI_PROVIDER="$prov" timeout 600 "$bin" --raw --check -b 8 -e 64K -f 8 -n 20 -w 1 -c 64 -W 32 -t bw,bibw ||
     fail "$prov: 64 comms sharing the endpoints and the eager credits, window 32"
+  # From the stripe threshold up, stripes on the lanes' threads: every byte checked.
+  NCCL_SRD_PROGRESS_THREADS=2 FI_PROVIDER="$prov" timeout 600 "$bin" --raw --check -b 64K -e 4M -f 4 -n 10 -w 1 -c 2 \
+    -W 8 -t lat,bw,bibw > "$tmp/lanes" 2>&1 || { cat "$tmp/lanes"; fail "$prov: 2 lanes' threads, 2 comms"; }
+  grep -q "1 NIC x 3 lanes" "$tmp/lanes" || { cat "$tmp/lanes"; fail "$prov: 2 progress threads did not give 3 lanes"; }
+  FI_PROVIDER="$prov" timeout 600 "$bin" --raw --check -b 128K -e 2M -f 16 -n 10 -w 1 -t bw ||
+    fail "$prov: large messages, automatic lane count"
   FI_PROVIDER="$prov" timeout 600 "$bin" --raw --json -b 8 -e 64K -f 8 -n 10 > "$tmp/json" || fail "$prov: json run"
   json_check "$tmp/json" || { cat "$tmp/json"; fail "$prov: --json is not valid JSON"; }
   grep -q '"transport": "raw"' "$tmp/json" || fail "$prov: JSON lacks the transport"
@@ -28,5 +36,14 @@ for prov in tcp shm; do
   plugin=$(sed -n 's/.*eager messages up to \([0-9]*\) bytes.*/\1/p' "$tmp/both" | head -n 1)
   raw=$(sed -n 's/.*raw libfabric.*eager fi_senddata up to \([0-9]*\) B.*/\1/p' "$tmp/both" | head -n 1)
   [ -n "$plugin" ] && [ "$plugin" = "$raw" ] || { cat "$tmp/both"; fail "$prov: raw eager size '$raw' against the plugin's '$plugin'"; }
+  # And stripes large messages over as many lanes per NIC as the plugin.
+  for threads in -1 1; do
+    NCCL_SRD_PROGRESS_THREADS=$threads NCCL_DEBUG=INFO FI_PROVIDER="$prov" timeout 600 "$bin" -b 8 -e 8 -n 2 -w 1 \
+      > "$tmp/both" 2>&1 || fail "$prov: plugin run (progress threads '$threads')"
+    plugin=$(sed -n 's/.*NIC(s) x \([0-9]*\) lane(s).*/\1/p' "$tmp/both" | head -n 1)
+    raw=$(sed -n 's/.*raw libfabric.* x \([0-9]*\) lanes*, one endpoint each.*/\1/p' "$tmp/both" | head -n 1)
+    [ -n "$plugin" ] && [ "$plugin" = "$raw" ] ||
+      { cat "$tmp/both"; fail "$prov: raw lanes '$raw' against the plugin's '$plugin' (progress threads '$threads')"; }
+  done
 done
 echo "PASS"
