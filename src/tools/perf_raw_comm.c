@@ -327,7 +327,7 @@ static void on_completion(struct raw *r, const struct fi_cq_data_entry *e) {
 
 int raw_progress(struct raw *r) {
   struct fi_cq_data_entry e[16];
-  if (r->lanes_running && raw_lanes_progress(r, on_completion)) r->failed = 1;
+  if (!r->failed && r->lanes_running && raw_lanes_progress(r, on_completion)) r->failed = 1;
   for (int k = 0; k < r->nnics && !r->failed; k++) {
     for (;;) {
       ssize_t n = fi_cq_read(r->rails[k].cq, e, 16);
