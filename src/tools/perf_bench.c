@@ -44,8 +44,12 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* --check data: a cheap function of the message's identity and offset. */
-static uint8_t pattern_byte(uint32_t seed, size_t i) { return (uint8_t)(seed * 131u + i * 7u + (i >> 8) * 13u); }
+/* --check data: a cheap function of the message's identity and offset, in
+ * every byte of the offset: a stripe written a multiple of 64 KiB off
+ * (stripes are) must not read right. */
+static uint8_t pattern_byte(uint32_t seed, size_t i) {
+  return (uint8_t)(seed * 131u + i * 7u + (i >> 8) * 13u + (i >> 16) * 17u + (i >> 24) * 19u);
+}
 
 static void fill(char *buf, size_t size, uint32_t seed) {
   for (size_t i = 0; i < size; i++) buf[i] = (char)pattern_byte(seed, i);
