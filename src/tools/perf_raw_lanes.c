@@ -33,7 +33,8 @@ static int threads_per_nic(const struct raw *r) {
   int set = (int)srd_param_int(SRD_PARAM_PROGRESS_THREADS);
   if (set >= 0) return set;
   if (!strcmp(r->rails[0].info->fabric_attr->prov_name, "efa")) return 0; /* the NIC moves the data */
-  return srd_lanes_auto(srd_cpus_available(), srd_cpus_online(), srd_host_procs_count());
+  int fake = (int)srd_param_int(SRD_PARAM_TEST_CPUS); /* the plugin's test mode, honoured alike */
+  return srd_lanes_auto(fake ? fake : srd_cpus_available(), fake ? fake : srd_cpus_online(), srd_host_procs_count());
 }
 
 int raw_lanes_open(struct raw *r) {
