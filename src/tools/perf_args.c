@@ -20,7 +20,7 @@ const char perf_usage[] =
     "Transport:\n"
     "  --plugin PATH        ncclNet plugin library (default: libnccl-net-srd.so beside srd-perf, then the\n"
     "                       library path); the highest ncclNetPlugin_v12..v8 table it exports is used\n"
-    "  --raw                fi_writedata straight on libfabric, same provider and NICs (the baseline)\n"
+    "  --raw                libfabric itself (fi_writedata), same provider, NICs and lanes (the baseline)\n"
     "  --net-version N      drive ncclNetPlugin_vN (8..12) instead of the highest, as an older NCCL would\n"
     "  --dev N              NCCL device (plugin) or NIC group (raw) to use (default 0)\n"
     "  --cuda               buffers in GPU memory (CUDA device 0; CUDA_VISIBLE_DEVICES picks), on this side\n"
