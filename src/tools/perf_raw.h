@@ -136,7 +136,7 @@ struct raw {
   struct perf_transport base;
   int nrails, nnics;
   struct raw_rail rails[RAW_MAX_RAILS];
-  int lanes_opened;
+  int lanes_opened; /* 1, or -1 when opening them failed */
   int lanes_running;
   struct raw_lane *lanes[RAW_MAX_RAILS]; /* rails nnics.. */
   size_t stripe_threshold, min_stripe;   /* the plugin's settings (NCCL_SRD_STRIPE_THRESHOLD, NCCL_SRD_MIN_STRIPE) */

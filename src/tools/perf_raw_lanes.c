@@ -38,8 +38,8 @@ static int threads_per_nic(const struct raw *r) {
 }
 
 int raw_lanes_open(struct raw *r) {
-  if (r->lanes_opened) return 0;
-  r->lanes_opened = 1;
+  if (r->lanes_opened) return r->lanes_opened < 0 ? -1 : 0;
+  r->lanes_opened = -1; /* until every lane opened: a half-open transport stays failed */
   int lanes = threads_per_nic(r) + 1;
   if (lanes * r->nnics > RAW_MAX_RAILS) lanes = RAW_MAX_RAILS / r->nnics;
   for (int i = r->nnics; i < lanes * r->nnics; i++) {
@@ -54,6 +54,7 @@ int raw_lanes_open(struct raw *r) {
     r->nrails = i + 1;
     if (raw_open_domain(rail) || raw_open_endpoint(r, rail)) return -1;
   }
+  r->lanes_opened = 1;
   raw_describe(r);
   return 0;
 }
