@@ -318,8 +318,7 @@ ncclResult_t srd_rma_net_dereg(void *p, void *mhandle) {
   struct srd_rma_win *w = window(coll, mhandle, "deregistered handle");
   pthread_mutex_unlock(&coll->dev->lock);
   if (!w || w == BAD_WIN) return ncclInvalidArgument;
-  srd_rma_win_free(w);
-  return ncclSuccess;
+  return srd_to_nccl(srd_rma_win_free(w));
 }
 
 static struct rma_ctx *ctx_of(void *p, int context) {
@@ -389,13 +388,13 @@ ncclResult_t srd_rma_net_flush(void *p, int context, void *mhandle, uint32_t ran
   pthread_mutex_lock(&coll->dev->lock);
   struct srd_rma_win *w = window(coll, mhandle, "flushed window");
   bool ok = w && w != BAD_WIN && rank < (uint32_t)coll->nranks;
+  pthread_mutex_unlock(&coll->dev->lock);
   /* What a write or read of a peer completed is in memory already (host
    * windows; shm copies into GPU windows synchronously): nothing to wait for
    * (NULL request). Only self ops on GPU windows may still run on the
-   * window's stream. */
-  int rc = ok ? srd_rma_gpu_sync(w) : SRD_ERR_ARG;
-  pthread_mutex_unlock(&coll->dev->lock);
-  return srd_to_nccl(rc);
+   * window's stream, waited for out of the lock so that progress goes on
+   * (the stream and window outlive a flush NCCL makes of them). */
+  return srd_to_nccl(ok ? srd_rma_gpu_sync(w) : SRD_ERR_ARG);
 }
 
 ncclResult_t srd_rma_net_test(void *p, void *request, int *done) {
