@@ -273,6 +273,11 @@ ncclResult_t srd_rma_net_reg(void *p, void *data, size_t size, int type, uint64_
   struct srd_rma_remote mine;
   rc = srd_rma_win_new(coll, data, size, cuda_dev, flags, -1, 0, &w, &mine);
   if (rc) return srd_to_nccl(rc);
+  /* How its signals will be applied (DESIGN.md "One-sided RMA"): resettable
+   * words in GPU memory cost a read-back on the stream each. */
+  if (cuda_dev >= 0)
+    SRD_INFO(NCCL_NET, "RMA window %u: %zu bytes of GPU memory on CUDA device %d, signal words %s", w->index, size,
+             cuda_dev, flags & SRD_RMA_WIN_NEVER_RESET ? "never reset" : "resettable (read back before each signal)");
   int n = coll->nranks;
   uint64_t *out = calloc((size_t)n, DESC_WORDS * 8), *in = calloc((size_t)n, DESC_WORDS * 8);
   void **sends = calloc((size_t)n, sizeof(void *)), **recvs = calloc((size_t)n, sizeof(void *));

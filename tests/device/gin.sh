@@ -71,7 +71,7 @@ alltoall() {
   grep -E "requires GIN|Incompatible|NCCL WARN|failed" "$log" | head -5 | sed 's/^/    /' | tee -a "$summary"
   # Which GIN and RMA path NCCL took, and what the plugin said.
   cat "$out/$name".nccl.* 2>/dev/null | grep -E "GIN/Plugin: Assigned|RMA/Plugin: (Loaded|Assigned)|NET/SRD RMA|WARN" |
-    sed 's/^[^ ]* *[^ ]* *//' | sort -u | head -12 | sed 's/^/    nccl: /' | tee -a "$summary"
+    sed 's/^[^ ]* *[^ ]* *//' | sort -u | head -16 | sed 's/^/    nccl: /' | tee -a "$summary"
   [ $rc = 0 ] && [ "$rows" -gt 0 ] && grep -q "Out of bounds values : 0 OK" "$log"
 }
 
