@@ -192,14 +192,18 @@ static int rma_latency(struct perf_rma_session *s, size_t size, int iters, int w
   void *req;
   char token;
   for (int it = 0; it < iters + warmup; it++) {
-    if (s->o->rma == PERF_RMA_PUTSIG) {
-      /* The server answers each signal; the client times the round trip. */
-      double t0 = now_s();
-      if (!s->is_client && wait_signals(s, ++s->signals_seen, "the put+signal ping")) return -1;
-      if (post(s, size, &req, "put+signal") || (s->is_client && wait_signals(s, ++s->signals_seen, "the put+signal pong")) ||
+    if (s->o->rma == PERF_RMA_PUTSIG && !s->is_client) {
+      /* The server answers each signal. */
+      if (wait_signals(s, ++s->signals_seen, "the put+signal ping") || post(s, size, &req, "put+signal") ||
           wait_op(s, req, "put+signal"))
         return -1;
-      if (s->is_client && it >= warmup) samples[it - warmup] = (now_s() - t0) * 1e6 / 2;
+    } else if (s->o->rma == PERF_RMA_PUTSIG) {
+      /* The client times the round trip. */
+      double t0 = now_s();
+      if (post(s, size, &req, "put+signal") || wait_signals(s, ++s->signals_seen, "the put+signal pong") ||
+          wait_op(s, req, "put+signal"))
+        return -1;
+      if (it >= warmup) samples[it - warmup] = (now_s() - t0) * 1e6 / 2;
     } else if (s->is_client) {
       double t0 = now_s();
       if (post(s, size, &req, perf_rma_op_name(s->o->rma)) || wait_op(s, req, perf_rma_op_name(s->o->rma))) return -1;

@@ -5,15 +5,14 @@
  * shared core a second spinning thread would only steal the first's time.
  * A signal is NCCL's: ADD 1 to a word of a signal window registered at
  * connect, which the target reads. */
+#include <dlfcn.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
 #include <unistd.h>
-
-#include <dlfcn.h>
-#include <limits.h>
 
 #include <rdma/fabric.h>
 
