@@ -40,8 +40,8 @@ struct plugin {
 static struct plugin *as_plugin(struct perf_transport *t) { return (struct plugin *)t; }
 
 /* NCCL's logger, for the plugin's messages. */
-void perf_plugin_logger(ncclDebugLogLevel level, unsigned long flags,
-                                                                 const char *file, int line, const char *fmt, ...) {
+void perf_plugin_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt,
+                        ...) {
   static int max_level = -1;
   if (max_level < 0) {
     const char *v = getenv("NCCL_DEBUG");

@@ -55,13 +55,14 @@ void perf_report_compare(FILE *out, const struct perf_opts *o, const struct perf
   else
     fprintf(out, "# provider %s\n", raw->provider);
   fprintf(out, "# plugin %s; raw %s\n", plugin->device, raw->device);
-  if (o->rma)
+  if (o->rma) {
     rma_line(out, o);
-  else
+    fprintf(out, "# latency: p50; ratio = plugin / raw\n");
+  } else {
     fprintf(out, "# %d comm%s, window %d, group %d, %s memory%s; latency: p50 of half the round trip;"
                  " ratio = plugin / raw\n",
             o->comms, o->comms == 1 ? "" : "s", o->window, o->group, memory_kind(o), o->check ? ", data checked" : "");
-  if (o->rma) fprintf(out, "# latency: p50; ratio = plugin / raw\n");
+  }
   fprintf(out, "%12s", "size");
   if (o->tests & PERF_TEST_LAT) fprintf(out, " %14s %9s %6s", "lat_us:plugin", "raw", "ratio");
   if (o->tests & PERF_TEST_BW) fprintf(out, " %15s %9s %6s", "bw_GB/s:plugin", "raw", "ratio");
