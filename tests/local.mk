@@ -138,7 +138,8 @@ check_PROGRAMS += tests/tools/json_validate
 tests_tools_json_validate_SOURCES = tests/tools/json_validate.cc
 SRD_TOOL_CHECKS = tests/tools/srd-info.sh tests/tools/srd-perf-raw.sh tests/tools/srd-perf-plugin.sh \
 	tests/tools/srd-perf-errors.sh tests/tools/srd-info-gdr.sh tests/tools/srd-perf-cuda.sh \
-	tests/tools/srd-perf-corrupt.sh tests/tools/srd-info-doctor.sh tests/tools/srd-info-agree.sh
+	tests/tools/srd-perf-corrupt.sh tests/tools/srd-info-doctor.sh tests/tools/srd-info-agree.sh \
+	tests/tools/srd-perf-rma.sh
 # A plugin wrapping ours that corrupts what it receives (srd-perf-corrupt.sh).
 check_LTLIBRARIES = tests/tools/libsrd-corrupt.la
 tests_tools_libsrd_corrupt_la_SOURCES = tests/tools/corrupt_plugin.c

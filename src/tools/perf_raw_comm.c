@@ -403,9 +403,9 @@ void raw_comm_destroy(struct raw_comm *c) {
  * region behind, and a later process that gets the same pid then fails
  * with EBUSY. A name of our own that no earlier process can have used
  * avoids that. */
-static int name_shm_endpoint(struct raw *r, struct fid_ep *ep) {
+int raw_name_shm_endpoint(const char *provider, struct fid_ep *ep) {
   static unsigned counter;
-  if (strcmp(r->base.provider, "shm")) return 0;
+  if (strcmp(provider, "shm")) return 0;
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   char name[RAW_NAME_MAX];
@@ -424,7 +424,7 @@ int raw_open_endpoints(struct raw *r) {
         raw_fi_check(fi_av_open(rail->domain, &av_attr, &rail->av, NULL), "fi_av_open") ||
         raw_fi_check(fi_ep_bind(rail->ep, &rail->av->fid, 0), "fi_ep_bind(av)") ||
         raw_fi_check(fi_ep_bind(rail->ep, &rail->cq->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)") ||
-        name_shm_endpoint(r, rail->ep) || raw_fi_check(fi_enable(rail->ep), "fi_enable"))
+        raw_name_shm_endpoint(r->base.provider, rail->ep) || raw_fi_check(fi_enable(rail->ep), "fi_enable"))
       return -1;
   }
   size_t rx = r->rails[0].info->rx_attr->size / 2;
