@@ -138,7 +138,8 @@ check_PROGRAMS += tests/tools/json_validate
 tests_tools_json_validate_SOURCES = tests/tools/json_validate.cc
 SRD_TOOL_CHECKS = tests/tools/srd-info.sh tests/tools/srd-perf-raw.sh tests/tools/srd-perf-plugin.sh \
 	tests/tools/srd-perf-errors.sh tests/tools/srd-info-gdr.sh tests/tools/srd-perf-cuda.sh \
-	tests/tools/srd-perf-corrupt.sh tests/tools/srd-info-doctor.sh tests/tools/srd-info-agree.sh
+	tests/tools/srd-perf-corrupt.sh tests/tools/srd-info-doctor.sh tests/tools/srd-info-agree.sh \
+	tests/tools/srd-perf-rma.sh
 # A plugin wrapping ours that corrupts what it receives (srd-perf-corrupt.sh).
 check_LTLIBRARIES = tests/tools/libsrd-corrupt.la
 tests_tools_libsrd_corrupt_la_SOURCES = tests/tools/corrupt_plugin.c
@@ -162,7 +163,8 @@ EXTRA_DIST += $(SRD_TOPO_XML) tests/topo/make_topologies.py tests/topo/device-to
 	tests/tuner/device-bench.sh tests/tuner/device-ab.sh tests/tuner/tuner_ab.c tests/tuner/example.conf
 EXTRA_DIST += tests/mutation/run.sh tests/mutation/mutate.py tests/mutation/mutations
 EXTRA_DIST += tests/device/compare.sh tests/device/mid.sh tests/device/gdr.sh tests/device/gdr_torch.py tests/device/floor.sh tests/device/nccl-tests.sh \
-	tests/device/tcp_pingpong.c tests/device/cpu_share.py tests/device/rma.sh tests/device/rma_putsignal.c
+	tests/device/tcp_pingpong.c tests/device/cpu_share.py tests/device/rma.sh tests/device/rma_putsignal.c \
+	tests/device/gin.sh
 
 # ---------- unit tests (GoogleTest) ----------
 

@@ -160,7 +160,9 @@ int srd_cuda_stream_copy(struct srd_cuda_stream *s, void *dst, const void *src, 
 int srd_cuda_stream_sync(struct srd_cuda_stream *s, char *err, size_t errlen);
 /* An event recorded after everything queued so far; poll it with
  * srd_cuda_stream_done: 1 done (the event is freed), 0 not yet, -1 error
- * (freed, why in err). srd_cuda_stream_forget frees one not polled to the end. */
+ * (why in err; the event is freed, or left when the stream's context cannot
+ * be made current, since CUDA cannot free it then either).
+ * srd_cuda_stream_forget frees one not polled to the end. */
 int srd_cuda_stream_mark(struct srd_cuda_stream *s, srd_cuevent *event, char *err, size_t errlen);
 int srd_cuda_stream_done(struct srd_cuda_stream *s, srd_cuevent event, char *err, size_t errlen);
 void srd_cuda_stream_forget(struct srd_cuda_stream *s, srd_cuevent event);

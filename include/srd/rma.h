@@ -136,8 +136,9 @@ void srd_rma_set_peer(struct srd_rma_coll *coll, int rank, struct srd_comm *send
 int srd_rma_win_new(struct srd_rma_coll *coll, void *base, size_t len, int cuda_dev, unsigned flags, int dmabuf_fd,
                     uint64_t offset, struct srd_rma_win **out, struct srd_rma_remote *mine);
 int srd_rma_win_set_remote(struct srd_rma_win *w, int rank, const struct srd_rma_remote *r);
-/* No lock held. Waits for the window's stream first. */
-void srd_rma_win_free(struct srd_rma_win *w);
+/* No lock held. Waits for the window's stream first; SRD_OK, or that wait's
+ * error (the window is freed either way). */
+int srd_rma_win_free(struct srd_rma_win *w);
 /* Is h a live window of coll? (h must be a pointer NCCL got from us or NULL.) */
 bool srd_rma_win_valid(const struct srd_rma_coll *coll, const void *h);
 
@@ -188,7 +189,8 @@ int srd_rma_gpu_op_poll(struct srd_rma_op *op);
 /* Attach GPU window w to the group's stream for its device, opening it on
  * first use. Lock held. */
 int srd_rma_gpu_win(struct srd_rma_coll *coll, struct srd_rma_win *w);
-/* Wait for everything queued on w's stream (none for host windows). */
+/* Wait for everything queued on w's stream (none for host windows). No lock
+ * held: progress goes on meanwhile. */
 int srd_rma_gpu_sync(struct srd_rma_win *w);
 /* The group's streams, waited for and closed (srd_rma_coll_free). */
 void srd_rma_gpu_close(struct srd_rma_coll *coll);

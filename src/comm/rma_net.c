@@ -273,6 +273,11 @@ ncclResult_t srd_rma_net_reg(void *p, void *data, size_t size, int type, uint64_
   struct srd_rma_remote mine;
   rc = srd_rma_win_new(coll, data, size, cuda_dev, flags, -1, 0, &w, &mine);
   if (rc) return srd_to_nccl(rc);
+  /* How its signals will be applied (DESIGN.md "One-sided RMA"): resettable
+   * words in GPU memory cost a read-back on the stream each. */
+  if (cuda_dev >= 0)
+    SRD_INFO(NCCL_NET, "RMA window %u: %zu bytes of GPU memory on CUDA device %d, signal words %s", w->index, size,
+             cuda_dev, flags & SRD_RMA_WIN_NEVER_RESET ? "never reset" : "resettable (read back before each signal)");
   int n = coll->nranks;
   uint64_t *out = calloc((size_t)n, DESC_WORDS * 8), *in = calloc((size_t)n, DESC_WORDS * 8);
   void **sends = calloc((size_t)n, sizeof(void *)), **recvs = calloc((size_t)n, sizeof(void *));
@@ -318,8 +323,7 @@ ncclResult_t srd_rma_net_dereg(void *p, void *mhandle) {
   struct srd_rma_win *w = window(coll, mhandle, "deregistered handle");
   pthread_mutex_unlock(&coll->dev->lock);
   if (!w || w == BAD_WIN) return ncclInvalidArgument;
-  srd_rma_win_free(w);
-  return ncclSuccess;
+  return srd_to_nccl(srd_rma_win_free(w));
 }
 
 static struct rma_ctx *ctx_of(void *p, int context) {
@@ -389,13 +393,13 @@ ncclResult_t srd_rma_net_flush(void *p, int context, void *mhandle, uint32_t ran
   pthread_mutex_lock(&coll->dev->lock);
   struct srd_rma_win *w = window(coll, mhandle, "flushed window");
   bool ok = w && w != BAD_WIN && rank < (uint32_t)coll->nranks;
+  pthread_mutex_unlock(&coll->dev->lock);
   /* What a write or read of a peer completed is in memory already (host
    * windows; shm copies into GPU windows synchronously): nothing to wait for
    * (NULL request). Only self ops on GPU windows may still run on the
-   * window's stream. */
-  int rc = ok ? srd_rma_gpu_sync(w) : SRD_ERR_ARG;
-  pthread_mutex_unlock(&coll->dev->lock);
-  return srd_to_nccl(rc);
+   * window's stream, waited for out of the lock so that progress goes on
+   * (the stream and window outlive a flush NCCL makes of them). */
+  return srd_to_nccl(ok ? srd_rma_gpu_sync(w) : SRD_ERR_ARG);
 }
 
 ncclResult_t srd_rma_net_test(void *p, void *request, int *done) {

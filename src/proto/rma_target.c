@@ -76,19 +76,22 @@ int srd_rma_win_set_remote(struct srd_rma_win *w, int rank, const struct srd_rma
   return SRD_OK;
 }
 
-void srd_rma_win_free(struct srd_rma_win *w) {
+int srd_rma_win_free(struct srd_rma_win *w) {
   struct srd_dev *dev = w->coll->dev;
   pthread_mutex_lock(&dev->lock);
   w->coll->wins[w->index] = NULL;
   w->magic = 0;
-  /* Signals and self copies queued into the window land before the
-   * registration (and maybe the memory) goes. */
-  srd_rma_gpu_sync(w);
   pthread_mutex_unlock(&dev->lock);
+  /* Signals and self copies queued into the window land before the
+   * registration (and maybe the memory) goes. Out of the lock: nothing new
+   * is queued into a window no longer listed, and progress must not wait on
+   * the GPU. */
+  int rc = srd_rma_gpu_sync(w);
   srd_dev_dereg(dev, w->mrs);
   free(w->shadow);
   free(w->remote);
   free(w);
+  return rc;
 }
 
 bool srd_rma_win_valid(const struct srd_rma_coll *coll, const void *h) {

@@ -11,7 +11,8 @@ bin_PROGRAMS += srd-perf srd-info
 srd_perf_SOURCES = src/tools/srd_perf.c src/tools/perf_bench.c src/tools/perf_bench.h src/tools/perf_ctrl.c \
 	src/tools/perf_ctrl.h src/tools/perf_log.c src/tools/perf_log.h src/tools/perf_plugin.c src/tools/perf_raw.c \
 	src/tools/perf_raw.h src/tools/perf_raw_comm.c src/tools/perf_raw_lanes.c src/tools/perf_raw_lanes.h \
-	src/tools/perf_report.c src/tools/perf_report.h src/tools/perf_transport.h src/tools/perf_mem.c src/tools/perf_mem.h
+	src/tools/perf_report.c src/tools/perf_report.h src/tools/perf_transport.h src/tools/perf_mem.c src/tools/perf_mem.h \
+	src/tools/perf_plugin.h src/tools/perf_rma.h src/tools/perf_rma_bench.c src/tools/perf_rma_plugin.c src/tools/perf_rma_raw.c
 srd_perf_LDADD = $(SRD_TOOL_LIBS)
 srd_info_SOURCES = src/tools/srd_info.c src/tools/info_probe.c src/tools/info_probe.h src/tools/info_doctor.c \
 	src/tools/info_doctor.h

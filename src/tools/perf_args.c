@@ -43,6 +43,13 @@ const char perf_usage[] =
     "  -W, --window N       requests in flight per connection (default 8, max 32)\n"
     "  -g, --group N        buffers per grouped receive, each with its own tag (default 1, max 8)\n"
     "  --check              fill and verify every byte (separate buffers per request)\n"
+    "  --rma OP             one-sided RMA instead of send/recv: put, putsig (put+signal) or get, through the\n"
+    "                       plugin's ncclRmaPlugin_v14 table (raw: fi_write, fi_writedata, fi_read); lat and\n"
+    "                       bw only, one connection, host memory; the data is checked once per size.\n"
+    "                       lat: put and get from post to completion at the initiator; putsig a ping-pong,\n"
+    "                       each side waiting for its signal before it answers (half the round trip).\n"
+    "                       bw: a window of ops in flight (putsig: until the target saw every signal).\n"
+    "                       Our plugin offers RMA with NCCL_SRD_RMA=host, which srd-perf sets when unset.\n"
     "\n"
     "Output:\n"
     "  --json               one JSON document on stdout instead of the table (bandwidths in GB/s: 1e9 B/s)\n"
@@ -112,6 +119,24 @@ static int parse_int(const char *text, long lo, long hi, int *out) {
   return 0;
 }
 
+const char *perf_rma_op_name(enum perf_rma_op op) {
+  switch (op) {
+  case PERF_RMA_PUT: return "put";
+  case PERF_RMA_PUTSIG: return "putsig";
+  case PERF_RMA_GET: return "get";
+  default: return NULL;
+  }
+}
+
+static int parse_rma_op(const char *text, enum perf_rma_op *out) {
+  for (enum perf_rma_op op = PERF_RMA_PUT; op <= PERF_RMA_GET; op++)
+    if (!strcmp(text, perf_rma_op_name(op))) {
+      *out = op;
+      return 0;
+    }
+  return -1;
+}
+
 static int parse_tests(const char *text, int *out) {
   int bits = 0;
   while (*text) {
@@ -138,7 +163,7 @@ struct opt_spec {
 
 enum opt_id {
   OPT_PLUGIN, OPT_NET_VERSION, OPT_RAW, OPT_DEV, OPT_CUDA, OPT_SERVER, OPT_CLIENT, OPT_PORT, OPT_TIMEOUT, OPT_TEST, OPT_MIN, OPT_MAX,
-  OPT_FACTOR, OPT_ITERS, OPT_WARMUP, OPT_COMMS, OPT_WINDOW, OPT_GROUP, OPT_CHECK, OPT_PIN, OPT_JSON, OPT_HELP,
+  OPT_FACTOR, OPT_ITERS, OPT_WARMUP, OPT_COMMS, OPT_WINDOW, OPT_GROUP, OPT_CHECK, OPT_PIN, OPT_JSON, OPT_RMA, OPT_HELP,
   OPT_COUNT
 };
 
@@ -149,7 +174,8 @@ static const struct opt_spec specs[OPT_COUNT] = {
     [OPT_MIN] = {"min-size", 'b', 1},  [OPT_MAX] = {"max-size", 'e', 1},   [OPT_FACTOR] = {"factor", 'f', 1},
     [OPT_ITERS] = {"iters", 'n', 1},   [OPT_WARMUP] = {"warmup", 'w', 1},  [OPT_COMMS] = {"comms", 'c', 1},
     [OPT_WINDOW] = {"window", 'W', 1}, [OPT_GROUP] = {"group", 'g', 1},    [OPT_CHECK] = {"check", 0, 0},
-    [OPT_PIN] = {"pin", 0, 0},         [OPT_JSON] = {"json", 0, 0},       [OPT_HELP] = {"help", 'h', 0},
+    [OPT_PIN] = {"pin", 0, 0},         [OPT_JSON] = {"json", 0, 0},       [OPT_RMA] = {"rma", 0, 1},
+    [OPT_HELP] = {"help", 'h', 0},
 };
 
 /* Match argv[i] against the table; *inline_value points after '=' when the
@@ -196,6 +222,7 @@ static int apply(struct perf_opts *o, int id, const char *v) {
   case OPT_CHECK: o->check = 1; return 0;
   case OPT_PIN: o->pin = 1; return 0;
   case OPT_JSON: o->json = 1; return 0;
+  case OPT_RMA: return parse_rma_op(v, &o->rma);
   default: return -1;
   }
 }
@@ -250,6 +277,11 @@ enum perf_args_result perf_args_parse(int argc, char *const argv[], struct perf_
   }
   if (o->pin && o->role != PERF_ROLE_LOCAL) {
     snprintf(err, errlen, "--pin is for the local run (use taskset with --server/--client)");
+    return PERF_ARGS_ERROR;
+  }
+  if (o->rma && ((o->tests & PERF_TEST_BIBW) || o->comms != 1 || o->group != 1 || o->cuda || o->net_version)) {
+    snprintf(err, errlen, "--rma times lat and bw over one connection in host memory: it excludes -t bibw, "
+                          "--comms, --group, --cuda and --net-version");
     return PERF_ARGS_ERROR;
   }
   o->compare = o->role == PERF_ROLE_LOCAL && !o->raw && !o->plugin[0] && !o->net_version && !o->json;

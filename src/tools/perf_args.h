@@ -19,6 +19,10 @@ enum {
   PERF_TEST_BIBW = 1 << 2, /* bidirectional bandwidth */
 };
 
+/* One-sided mode (--rma): which op the patterns time, through the plugin's
+ * ncclRmaPlugin_v14 table or plain libfabric RMA. */
+enum perf_rma_op { PERF_RMA_OFF = 0, PERF_RMA_PUT, PERF_RMA_PUTSIG, PERF_RMA_GET };
+
 struct perf_opts {
   enum perf_role role;
   char host[256];    /* peer for --client */
@@ -41,6 +45,7 @@ struct perf_opts {
   int compare;       /* the default local run: our plugin, then raw libfabric, side by side */
   int cuda;
   int timeout_s;     /* bound on waiting for the peer */
+  enum perf_rma_op rma;
 };
 
 enum perf_args_result { PERF_ARGS_OK = 0, PERF_ARGS_HELP = 1, PERF_ARGS_ERROR = -1 };
@@ -59,6 +64,8 @@ size_t perf_sweep(size_t min_size, size_t max_size, int factor, size_t *sizes, s
 /* Timed iterations and warmup at a size: the options' values, else about
  * 32 MiB per point (4 to 1000 iterations) and a tenth of that as warmup. */
 void perf_iters_for(const struct perf_opts *o, size_t size, int *iters, int *warmup);
+/* "put", "putsig", "get" (NULL for PERF_RMA_OFF). */
+const char *perf_rma_op_name(enum perf_rma_op op);
 extern const char perf_usage[];
 
 #endif

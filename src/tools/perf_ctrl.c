@@ -161,3 +161,8 @@ int perf_ctrl_peer_gone(int fd) {
   ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
   return n == 0;
 }
+
+int perf_ctrl_pending(int fd) {
+  struct pollfd p = {.fd = fd, .events = POLLIN};
+  return poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR));
+}

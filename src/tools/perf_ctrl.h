@@ -18,5 +18,7 @@ int perf_ctrl_recv(int fd, void *buf, size_t len, int timeout_s, const char *wha
 int perf_ctrl_barrier(int fd, int timeout_s, const char *what);
 /* Non-blocking: 1 when the peer has closed its end (it exited or crashed). */
 int perf_ctrl_peer_gone(int fd);
+/* Non-blocking: 1 when a receive would not block (a message, or the peer gone). */
+int perf_ctrl_pending(int fd);
 
 #endif

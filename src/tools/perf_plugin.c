@@ -17,6 +17,7 @@
 
 #include "nccl/net.h"
 #include "perf_log.h"
+#include "perf_plugin.h"
 #include "srd/topo.h"
 #include "perf_transport.h"
 
@@ -39,8 +40,8 @@ struct plugin {
 static struct plugin *as_plugin(struct perf_transport *t) { return (struct plugin *)t; }
 
 /* NCCL's logger, for the plugin's messages. */
-__attribute__((format(printf, 5, 6))) static void plugin_logger(ncclDebugLogLevel level, unsigned long flags,
-                                                                 const char *file, int line, const char *fmt, ...) {
+void perf_plugin_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt,
+                        ...) {
   static int max_level = -1;
   if (max_level < 0) {
     const char *v = getenv("NCCL_DEBUG");
@@ -281,13 +282,13 @@ static int plugin_init(struct plugin *p) {
     struct timeval tv;
     gettimeofday(&tv, NULL);
     uint64_t comm_id = ((uint64_t)getpid() << 32) ^ (uint64_t)tv.tv_usec;
-    rc = p->base.net_version == 12 ? p->net.v12->init(&p->ctx, comm_id, &config, plugin_logger, NULL)
-                                   : p->net.v11->init(&p->ctx, comm_id, &config, plugin_logger, NULL);
+    rc = p->base.net_version == 12 ? p->net.v12->init(&p->ctx, comm_id, &config, perf_plugin_logger, NULL)
+                                   : p->net.v11->init(&p->ctx, comm_id, &config, perf_plugin_logger, NULL);
     break;
   }
-  case 10: rc = p->net.v10->init(plugin_logger, NULL); break;
-  case 9: rc = p->net.v9->init(plugin_logger); break;
-  default: rc = p->net.v8->init(plugin_logger); break;
+  case 10: rc = p->net.v10->init(perf_plugin_logger, NULL); break;
+  case 9: rc = p->net.v9->init(perf_plugin_logger); break;
+  default: rc = p->net.v8->init(perf_plugin_logger); break;
   }
   return check(rc, "init");
 }
@@ -363,6 +364,22 @@ static int describe_device(struct plugin *p) {
   return 0;
 }
 
+void *perf_plugin_load(const char *path, char *found, size_t found_len) {
+  void *lib;
+  if (path && *path) {
+    snprintf(found, found_len, "%s", path);
+    lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) perf_error("cannot load plugin %s: %s", path, dlerror());
+    return lib;
+  }
+  char tried[4 * PATH_MAX];
+  lib = load_default(found, found_len, tried, sizeof(tried));
+  if (!lib)
+    perf_error("cannot find our plugin " OUR_PLUGIN " (tried %s): %s; build it, give --plugin PATH, or use --raw", tried,
+               dlerror());
+  return lib;
+}
+
 struct perf_transport *perf_plugin_open(const char *path, int version, int dev, int cuda) {
   struct plugin *p = calloc(1, sizeof(*p));
   if (!p) return NULL;
@@ -371,17 +388,7 @@ struct perf_transport *perf_plugin_open(const char *path, int version, int dev, 
   p->base.cuda = cuda;
   snprintf(p->base.kind, sizeof(p->base.kind), "plugin");
   char found[PATH_MAX] = "";
-  if (path && *path) {
-    snprintf(found, sizeof(found), "%s", path);
-    p->lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!p->lib) perf_error("cannot load plugin %s: %s", path, dlerror());
-  } else {
-    char tried[4 * PATH_MAX];
-    p->lib = load_default(found, sizeof(found), tried, sizeof(tried));
-    if (!p->lib)
-      perf_error("cannot find our plugin " OUR_PLUGIN " (tried %s): %s; build it, give --plugin PATH, or use --raw",
-                 tried, dlerror());
-  }
+  p->lib = perf_plugin_load(path, found, sizeof(found));
   if (!p->lib || pick_table(p, found, version) || plugin_init(p) || describe_device(p)) {
     plugin_destroy(&p->base); /* finalizes what init made; the library stays loaded */
     return NULL;

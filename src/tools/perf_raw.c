@@ -350,21 +350,6 @@ int raw_open_domain(struct raw_rail *rail) {
   return 0;
 }
 
-/* shm names its region after the pid; a process killed earlier leaves its
- * region behind, and a later process that gets the same pid then fails
- * with EBUSY. A name of our own that no earlier process can have used
- * avoids that. */
-static int name_shm_endpoint(struct raw *r, struct fid_ep *ep) {
-  static unsigned counter;
-  if (strcmp(r->base.provider, "shm")) return 0;
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  char name[RAW_NAME_MAX];
-  snprintf(name, sizeof(name), "srd-perf-%d-%lx-%u", (int)getpid(), (unsigned long)(ts.tv_sec * 1000000000L + ts.tv_nsec),
-           counter++);
-  return raw_fi_check(fi_setname(&ep->fid, name, strlen(name) + 1), "fi_setname (shm)");
-}
-
 int raw_open_endpoint(struct raw *r, struct raw_rail *rail) {
   struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_DATA, .wait_obj = FI_WAIT_NONE, .size = 16384};
   struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
@@ -373,7 +358,7 @@ int raw_open_endpoint(struct raw *r, struct raw_rail *rail) {
       raw_fi_check(fi_av_open(rail->domain, &av_attr, &rail->av, NULL), "fi_av_open") ||
       raw_fi_check(fi_ep_bind(rail->ep, &rail->av->fid, 0), "fi_ep_bind(av)") ||
       raw_fi_check(fi_ep_bind(rail->ep, &rail->cq->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)") ||
-      name_shm_endpoint(r, rail->ep) || raw_fi_check(fi_enable(rail->ep), "fi_enable"))
+      raw_name_shm_endpoint(r->base.provider, rail->ep) || raw_fi_check(fi_enable(rail->ep), "fi_enable"))
     return -1;
   return 0;
 }

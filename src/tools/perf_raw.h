@@ -229,6 +229,8 @@ struct raw_msg *raw_send_slot_msg(struct raw_comm *c, int slot);
 struct raw_msg *raw_msg_start(struct raw_comm *c, int slot, enum raw_msg_type type);
 int raw_send_ctrl(struct raw_comm *c, int slot, size_t len);
 int raw_try_send_staged(struct raw_comm *c);
+/* shm endpoints (before fi_enable) get a name no earlier process used. */
+int raw_name_shm_endpoint(const char *provider, struct fid_ep *ep);
 int raw_open_domain(struct raw_rail *rail);
 int raw_open_endpoint(struct raw *r, struct raw_rail *rail);
 int raw_open_endpoints(struct raw *r);

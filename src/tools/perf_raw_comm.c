@@ -400,6 +400,21 @@ void raw_comm_destroy(struct raw_comm *c) {
   if (!c->inflight) comm_free(c);
 }
 
+/* shm names its region after the pid; a process killed earlier leaves its
+ * region behind, and a later process that gets the same pid then fails
+ * with EBUSY. A name of our own that no earlier process can have used
+ * avoids that. */
+int raw_name_shm_endpoint(const char *provider, struct fid_ep *ep) {
+  static unsigned counter;
+  if (strcmp(provider, "shm")) return 0;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  char name[RAW_NAME_MAX];
+  snprintf(name, sizeof(name), "srd-perf-%d-%lx-%u", (int)getpid(), (unsigned long)(ts.tv_sec * 1000000000L + ts.tv_nsec),
+           counter++);
+  return raw_fi_check(fi_setname(&ep->fid, name, strlen(name) + 1), "fi_setname (shm)");
+}
+
 int raw_open_endpoints(struct raw *r) {
   for (int i = 0; i < r->nrails; i++)
     if (raw_open_endpoint(r, &r->rails[i])) return -1;

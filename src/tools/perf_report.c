@@ -7,11 +7,23 @@
 
 static const char *memory_kind(const struct perf_opts *o) { return o->cuda ? "GPU" : "host"; }
 
+/* --rma: what the columns mean for the op (README, srd-perf). */
+static void rma_line(FILE *out, const struct perf_opts *o) {
+  fprintf(out, "# one-sided %s, window %d, host memory, data checked at every size; latency: %s; bw: %s\n",
+          o->rma == PERF_RMA_PUTSIG ? "put+signal" : perf_rma_op_name(o->rma), o->window,
+          o->rma == PERF_RMA_PUTSIG ? "half the round trip of a put+signal ping-pong, each side waiting for its signal"
+                                    : "post to completion at the initiator",
+          o->rma == PERF_RMA_PUTSIG ? "until the target saw every signal" : "until every op completed at the initiator");
+}
+
 void perf_report_header(FILE *out, const struct perf_transport *t, const struct perf_opts *o) {
   fprintf(out, "# srd-perf %s: %s\n", PACKAGE_VERSION, t->description);
   fprintf(out, "# %s, provider %s\n", t->device, t->provider[0] ? t->provider : "unknown (not our plugin)");
-  fprintf(out, "# %d comm%s, window %d, group %d, %s memory%s; latency is half the round trip\n", o->comms,
-          o->comms == 1 ? "" : "s", o->window, o->group, memory_kind(o), o->check ? ", data checked" : "");
+  if (o->rma)
+    rma_line(out, o);
+  else
+    fprintf(out, "# %d comm%s, window %d, group %d, %s memory%s; latency is half the round trip\n", o->comms,
+            o->comms == 1 ? "" : "s", o->window, o->group, memory_kind(o), o->check ? ", data checked" : "");
   fprintf(out, "%12s %7s", "size", "iters");
   if (o->tests & PERF_TEST_LAT) fprintf(out, " %11s %11s %11s", "lat_p50_us", "lat_avg_us", "lat_p99_us");
   if (o->tests & PERF_TEST_BW) fprintf(out, " %10s %12s", "bw_GB/s", "msg_rate_M/s");
@@ -43,9 +55,14 @@ void perf_report_compare(FILE *out, const struct perf_opts *o, const struct perf
   else
     fprintf(out, "# provider %s\n", raw->provider);
   fprintf(out, "# plugin %s; raw %s\n", plugin->device, raw->device);
-  fprintf(out, "# %d comm%s, window %d, group %d, %s memory%s; latency: p50 of half the round trip;"
-               " ratio = plugin / raw\n",
-          o->comms, o->comms == 1 ? "" : "s", o->window, o->group, memory_kind(o), o->check ? ", data checked" : "");
+  if (o->rma) {
+    rma_line(out, o);
+    fprintf(out, "# latency: p50; ratio = plugin / raw\n");
+  } else {
+    fprintf(out, "# %d comm%s, window %d, group %d, %s memory%s; latency: p50 of half the round trip;"
+                 " ratio = plugin / raw\n",
+            o->comms, o->comms == 1 ? "" : "s", o->window, o->group, memory_kind(o), o->check ? ", data checked" : "");
+  }
   fprintf(out, "%12s", "size");
   if (o->tests & PERF_TEST_LAT) fprintf(out, " %14s %9s %6s", "lat_us:plugin", "raw", "ratio");
   if (o->tests & PERF_TEST_BW) fprintf(out, " %15s %9s %6s", "bw_GB/s:plugin", "raw", "ratio");
@@ -84,6 +101,7 @@ int perf_report_json(FILE *out, const struct perf_transport *t, const struct per
   json_int(&w, "group", o->group);
   json_bool(&w, "check", o->check);
   json_string(&w, "memory", o->cuda ? "gpu" : "host");
+  if (o->rma) json_string(&w, "rma", perf_rma_op_name(o->rma));
   json_begin_array(&w, "results");
   for (size_t i = 0; i < n; i++) {
     const struct perf_result *r = &results[i];

@@ -18,15 +18,16 @@
 #include "perf_ctrl.h"
 #include "perf_log.h"
 #include "perf_report.h"
+#include "perf_rma.h"
 
 #define WIRE_MAGIC 0x53525046u /* "SRPF" */
-#define WIRE_VERSION 1
+#define WIRE_VERSION 2
 #define MAX_SIZES 64
 
 /* What the client asks for; the server follows the client's pattern options. */
 struct wire_opts {
   uint32_t magic, version;
-  int32_t raw, tests, factor, iters, warmup, comms, window, group, check;
+  int32_t raw, tests, factor, iters, warmup, comms, window, group, check, rma;
   uint64_t min_size, max_size;
 };
 
@@ -35,7 +36,7 @@ static int agree_options(int fd, struct perf_opts *o, int is_client) {
   memset(&w, 0, sizeof(w));
   if (is_client) {
     w = (struct wire_opts){WIRE_MAGIC, WIRE_VERSION, o->raw, o->tests, o->factor, o->iters, o->warmup,
-                           o->comms, o->window, o->group, o->check, o->min_size, o->max_size};
+                           o->comms, o->window, o->group, o->check, (int32_t)o->rma, o->min_size, o->max_size};
     return perf_ctrl_send(fd, &w, sizeof(w), o->timeout_s, "the options");
   }
   if (perf_ctrl_recv(fd, &w, sizeof(w), o->timeout_s, "the options")) return -1;
@@ -50,6 +51,11 @@ static int agree_options(int fd, struct perf_opts *o, int is_client) {
   }
   o->tests = w.tests, o->factor = w.factor, o->iters = w.iters, o->warmup = w.warmup, o->comms = w.comms;
   o->window = w.window, o->group = w.group, o->check = w.check;
+  if (w.rma < PERF_RMA_OFF || w.rma > PERF_RMA_GET) {
+    perf_error("the client asks for an unknown --rma op");
+    return -1;
+  }
+  o->rma = (enum perf_rma_op)w.rma;
   o->min_size = (size_t)w.min_size, o->max_size = (size_t)w.max_size;
   return 0;
 }
@@ -77,12 +83,37 @@ static void progress(const char *what, size_t done, size_t total, size_t size) {
   fprintf(stderr, "\r\033[Ksrd-perf: %s%s (%zu of %zu sizes)", what, s, done + 1, total);
 }
 
+static struct perf_transport *open_transport(const struct perf_opts *o) {
+  if (o->rma) return o->raw ? perf_rma_raw_open(o->dev) : perf_rma_plugin_open(o->plugin, o->dev);
+  return o->raw ? perf_raw_open(o->dev, o->cuda) : perf_plugin_open(o->plugin, o->net_version, o->dev, o->cuda);
+}
+
+/* The patterns: two-sided (perf_bench.c) or one-sided (--rma, perf_rma_bench.c). */
+struct session {
+  struct perf_session *two_sided;
+  struct perf_rma_session *one_sided;
+};
+
+static int session_open(struct session *s, struct perf_transport *t, int fd, const struct perf_opts *o,
+                        int is_client) {
+  if (o->rma) return (s->one_sided = perf_rma_session_open(t, fd, o, is_client)) ? 0 : -1;
+  return (s->two_sided = perf_session_open(t, fd, o, is_client)) ? 0 : -1;
+}
+
+static int session_run(struct session *s, size_t size, struct perf_result *res) {
+  return s->one_sided ? perf_rma_session_run(s->one_sided, size, res) : perf_session_run(s->two_sided, size, res);
+}
+
+static int session_close(struct session *s) {
+  return perf_rma_session_close(s->one_sided) | perf_session_close(s->two_sided);
+}
+
 /* One side of a run: open the transport, connect, run every size. The
  * client prints the table or JSON, or, given keep, keeps the results for the
  * side-by-side table instead. */
 static int run(struct perf_opts *o, int fd, int is_client, struct perf_side *keep) {
   struct perf_transport *t = NULL;
-  struct perf_session *s = NULL;
+  struct session s = {NULL, NULL};
   struct perf_result *results = NULL;
   int rc = 1;
   /* Both sides open at once (opening a provider takes a while). A failure
@@ -93,14 +124,14 @@ static int run(struct perf_opts *o, int fd, int is_client, struct perf_side *kee
     /* In a local run the server speaks for both processes about the
      * transport: the user started no server. */
     if (o->role == PERF_ROLE_LOCAL) perf_log_set_name("srd-perf");
-    t = o->raw ? perf_raw_open(o->dev, o->cuda) : perf_plugin_open(o->plugin, o->net_version, o->dev, o->cuda);
+    t = open_transport(o);
     if (swap_status(fd, t != NULL, o->timeout_s)) goto out;
     if (o->role == PERF_ROLE_LOCAL) perf_log_set_name("srd-perf[server]");
   } else {
     char in;
     if (agree_options(fd, o, 1)) return 1;
     if (o->role == PERF_ROLE_LOCAL) perf_log_hold();
-    t = o->raw ? perf_raw_open(o->dev, o->cuda) : perf_plugin_open(o->plugin, o->net_version, o->dev, o->cuda);
+    t = open_transport(o);
     int got = perf_ctrl_recv(fd, &in, 1, o->timeout_s, "the server's start status") == 0;
     perf_log_release(!got || in == 'k' || t);
     if (!got) goto out;
@@ -114,14 +145,13 @@ static int run(struct perf_opts *o, int fd, int is_client, struct perf_side *kee
   size_t sizes[MAX_SIZES];
   size_t nsizes = perf_sweep(o->min_size, o->max_size, o->factor, sizes, MAX_SIZES);
   results = calloc(nsizes, sizeof(*results));
-  s = results ? perf_session_open(t, fd, o, is_client) : NULL;
-  if (!s) goto out;
+  if (!results || session_open(&s, t, fd, o, is_client)) goto out;
   const int table = is_client && !o->json && !keep;
   const char *what = keep ? (o->raw ? "raw: " : "plugin: ") : "";
   if (table) perf_report_header(stdout, t, o);
   for (size_t i = 0; i < nsizes; i++) {
     if (is_client) progress(what, i, nsizes, sizes[i]);
-    if (perf_session_run(s, sizes[i], &results[i])) {
+    if (session_run(&s, sizes[i], &results[i])) {
       if (is_client) progress(what, nsizes, nsizes, 0);
       goto out;
     }
@@ -142,7 +172,7 @@ static int run(struct perf_opts *o, int fd, int is_client, struct perf_side *kee
     results = NULL;
   }
 out:
-  if (perf_session_close(s)) rc = 1;
+  if (session_close(&s)) rc = 1;
   if (t) t->ops->destroy(t);
   free(results);
   return rc;

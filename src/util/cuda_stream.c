@@ -107,45 +107,44 @@ int srd_cuda_stream_ordinal(const struct srd_cuda_stream *s) { return s->ordinal
 
 static srd_cudeviceptr dptr(const void *p) { return (srd_cudeviceptr)(uintptr_t)p; }
 
+/* One driver call made with s's context current; r: 0, or -1 with the
+ * failed call's name and CUDA's error text in err. */
+#define ON_STREAM(r, s, what, call, err, errlen)                            \
+  do {                                                                     \
+    srd_cucontext saved_;                                                  \
+    srd_curesult rc_;                                                      \
+    (r) = bind((s), &saved_, (err), (errlen));                             \
+    if (!(r) && (rc_ = (call))) (r) = fail((s)->cu, rc_, (what), (err), (errlen)); \
+    unbind((s), saved_);                                                   \
+  } while (0)
+
 int srd_cuda_stream_write64(struct srd_cuda_stream *s, void *word, uint64_t value, char *err, size_t errlen) {
-  srd_cucontext saved;
-  int r = bind(s, &saved, err, errlen);
-  srd_curesult rc;
-  if (!r && (rc = s->cu->ops.stream_write_value64(s->stream, dptr(word), value, SRD_CU_STREAM_WRITE_VALUE_DEFAULT)))
-    r = fail(s->cu, rc, "cuStreamWriteValue64", err, errlen);
-  unbind(s, saved);
+  int r;
+  ON_STREAM(r, s, "cuStreamWriteValue64",
+            s->cu->ops.stream_write_value64(s->stream, dptr(word), value, SRD_CU_STREAM_WRITE_VALUE_DEFAULT), err,
+            errlen);
   return r;
 }
 
 int srd_cuda_stream_read64(struct srd_cuda_stream *s, const void *word, uint64_t *value, char *err, size_t errlen) {
-  srd_cucontext saved;
-  int r = bind(s, &saved, err, errlen);
-  srd_curesult rc;
-  if (!r && (rc = s->cu->ops.memcpy_dtoh_async(&s->slot, dptr(word), sizeof(s->slot), s->stream)))
-    r = fail(s->cu, rc, "cuMemcpyDtoHAsync", err, errlen);
-  if (!r && (rc = s->cu->ops.stream_synchronize(s->stream))) r = fail(s->cu, rc, "cuStreamSynchronize", err, errlen);
-  unbind(s, saved);
+  int r;
+  ON_STREAM(r, s, "cuMemcpyDtoHAsync", s->cu->ops.memcpy_dtoh_async(&s->slot, dptr(word), sizeof(s->slot), s->stream),
+            err, errlen);
+  if (!r) r = srd_cuda_stream_sync(s, err, errlen);
   if (!r) *value = s->slot;
   return r;
 }
 
 int srd_cuda_stream_copy(struct srd_cuda_stream *s, void *dst, const void *src, size_t size, char *err,
                          size_t errlen) {
-  srd_cucontext saved;
-  int r = bind(s, &saved, err, errlen);
-  srd_curesult rc;
-  if (!r && (rc = s->cu->ops.memcpy_async(dptr(dst), dptr(src), size, s->stream)))
-    r = fail(s->cu, rc, "cuMemcpyAsync", err, errlen);
-  unbind(s, saved);
+  int r;
+  ON_STREAM(r, s, "cuMemcpyAsync", s->cu->ops.memcpy_async(dptr(dst), dptr(src), size, s->stream), err, errlen);
   return r;
 }
 
 int srd_cuda_stream_sync(struct srd_cuda_stream *s, char *err, size_t errlen) {
-  srd_cucontext saved;
-  int r = bind(s, &saved, err, errlen);
-  srd_curesult rc;
-  if (!r && (rc = s->cu->ops.stream_synchronize(s->stream))) r = fail(s->cu, rc, "cuStreamSynchronize", err, errlen);
-  unbind(s, saved);
+  int r;
+  ON_STREAM(r, s, "cuStreamSynchronize", s->cu->ops.stream_synchronize(s->stream), err, errlen);
   return r;
 }
 
@@ -169,18 +168,16 @@ int srd_cuda_stream_mark(struct srd_cuda_stream *s, srd_cuevent *event, char *er
 
 int srd_cuda_stream_done(struct srd_cuda_stream *s, srd_cuevent event, char *err, size_t errlen) {
   srd_cucontext saved;
-  int r = bind(s, &saved, err, errlen);
-  if (!r) {
-    srd_curesult rc = s->cu->ops.event_query(event);
-    if (rc == SRD_CUDA_ERROR_NOT_READY) {
-      unbind(s, saved);
-      return 0;
-    }
-    r = rc ? fail(s->cu, rc, "cuEventQuery", err, errlen) : 1;
+  /* Without its context the event can be neither asked nor destroyed. */
+  if (bind(s, &saved, err, errlen)) {
+    unbind(s, saved);
+    return -1;
   }
-  s->cu->ops.event_destroy(event);
+  srd_curesult rc = s->cu->ops.event_query(event);
+  if (rc != SRD_CUDA_ERROR_NOT_READY) s->cu->ops.event_destroy(event);
   unbind(s, saved);
-  return r;
+  if (rc == SRD_CUDA_ERROR_NOT_READY) return 0;
+  return rc ? fail(s->cu, rc, "cuEventQuery", err, errlen) : 1;
 }
 
 void srd_cuda_stream_forget(struct srd_cuda_stream *s, srd_cuevent event) {

@@ -2,7 +2,8 @@
 # nccl-tests' binaries: $NCCL_TESTS when set (built already), else
 # .device/nccl-tests/build, built here with MPI on first use for this
 # machine's GPU only (every architecture costs minutes of a 10-minute call),
-# and only the tests NCCL_TESTS_BINS names when set (e.g. "all_reduce sendrecv").
+# against $SRD_NCCL_HOME, and only the tests NCCL_TESTS_BINS names when set
+# (e.g. "all_reduce sendrecv"; the first one must be there afterwards).
 # On failure it returns 1 with the reason in nccl_tests_error.
 nccl_tests_build() {
   local log=$1 src=$PWD/.device/nccl-tests cap
@@ -14,7 +15,25 @@ nccl_tests_build() {
       ${NCCL_TESTS_BINS:+BIN_FILES_LIST="$NCCL_TESTS_BINS"} \
       >"$log" 2>&1 || { nccl_tests_error="nccl-tests build failed (its log: $log)"; return 1; }
   fi
-  [ -x "$tests_dir/all_reduce_perf" ] || { nccl_tests_error="no nccl-tests in $tests_dir"; return 1; }
+  local first=${NCCL_TESTS_BINS:-all_reduce}
+  first=${first%% *}
+  [ -x "$tests_dir/${first}_perf" ] || { nccl_tests_error="no ${first}_perf in $tests_dir"; return 1; }
+}
+
+# srd_nccl230: NCCL 2.30.7 (the image's is 2.28.9, which has no RMA plugin
+# path), unpacked once per machine from the pieces carried in .device/nccl230
+# (../shared/third-party/nccl-2.30.7-sm90/README.md). Sets nccl (its prefix);
+# returns 1 with nccl_error when the pieces are missing or do not unpack.
+srd_nccl230() {
+  nccl=/tmp/nccl230
+  if [ ! -e $nccl/lib/libnccl.so.2 ]; then
+    ls .device/nccl230/nccl-2.30.7-sm90.tar.xz.* >/dev/null 2>&1 ||
+      { nccl_error="no .device/nccl230/nccl-2.30.7-sm90.tar.xz.*"; return 1; }
+    mkdir -p $nccl
+    cat .device/nccl230/nccl-2.30.7-sm90.tar.xz.* | xz -d | tar -x -C $nccl ||
+      { nccl_error="unpacking NCCL 2.30.7 failed"; return 1; }
+  fi
+  [ -e $nccl/lib/libnccl.so ] || ln -sf libnccl.so.2 $nccl/lib/libnccl.so
 }
 
 # srd_libfabric VERSION: which libfabric our plugin runs on. 2.6 (the

@@ -40,14 +40,7 @@ net=$inst/lib/libnccl-net-srd.so
 [ -e "$net" ] || fail "no plugin at $net (make install of a build configured with PKG_CONFIG_PATH=$lf2/lib/pkgconfig)"
 [ -e "$lf2/lib/libfabric.so" ] || fail "no CUDA-aware libfabric in $lf2"
 
-# NCCL 2.30.7 (the image's is 2.28.9, which has no RMA plugin path).
-nccl=/tmp/nccl230
-if [ ! -e $nccl/lib/libnccl.so ]; then
-  ls .device/nccl230/nccl-2.30.7-sm90.tar.xz.* >/dev/null 2>&1 || fail "no .device/nccl230/nccl-2.30.7-sm90.tar.xz.*"
-  mkdir -p $nccl
-  if ! cat .device/nccl230/nccl-2.30.7-sm90.tar.xz.* | xz -d | tar -x -C $nccl; then fail "unpacking NCCL 2.30.7"; fi
-fi
-[ -e $nccl/lib/libnccl.so ] || ln -sf libnccl.so.2 $nccl/lib/libnccl.so
+srd_nccl230 || fail "$nccl_error"
 
 cuda=${CUDA_HOME:-/usr/local/cuda}
 cudart=$(srd_cudart_dir)

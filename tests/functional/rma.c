@@ -85,11 +85,15 @@ static const ncclRma_v14_t *rma_table(void) {
   if (via_v15) {
     static ncclRma_v14_t view;
     ST_CHECK((v15 = dlsym(lib, name)) != NULL, "%s missing", name);
-    view = (ncclRma_v14_t){v15->name,         v15->init,           v15->devices,   v15->getProperties, v15->listen,
-                           v15->connect,      v15->createContext,  v15->regMrSym,  v15->regMrSymDmaBuf,
-                           v15->deregMrSym,   v15->destroyContext, v15->closeColl, v15->closeListen,
-                           iput_via_v15,      iput_signal_via_v15, iget_via_v15,   v15->iflush,
-                           v15->test,         v15->rmaProgress,    v15->queryLastError, v15->finalize};
+    view = (ncclRma_v14_t){.name = v15->name, .init = v15->init, .devices = v15->devices,
+                           .getProperties = v15->getProperties, .listen = v15->listen, .connect = v15->connect,
+                           .createContext = v15->createContext, .regMrSym = v15->regMrSym,
+                           .regMrSymDmaBuf = v15->regMrSymDmaBuf, .deregMrSym = v15->deregMrSym,
+                           .destroyContext = v15->destroyContext, .closeColl = v15->closeColl,
+                           .closeListen = v15->closeListen, .iput = iput_via_v15, .iputSignal = iput_signal_via_v15,
+                           .iget = iget_via_v15, .iflush = v15->iflush, .test = v15->test,
+                           .rmaProgress = v15->rmaProgress, .queryLastError = v15->queryLastError,
+                           .finalize = v15->finalize};
     ST_CHECK(v15->iput && v15->iputSignal && v15->iget, "%s has no ops", name);
     t = &view;
   }

@@ -209,4 +209,43 @@ TEST(PerfArgs, ItersBySize) {
   EXPECT_EQ(warmup, 0);
 }
 
+TEST(PerfArgs, RmaOps) {
+  EXPECT_EQ(Parse({}).opts.rma, PERF_RMA_OFF);
+  const struct {
+    const char *text;
+    perf_rma_op op;
+  } ops[] = {{"put", PERF_RMA_PUT}, {"putsig", PERF_RMA_PUTSIG}, {"get", PERF_RMA_GET}};
+  for (const auto &c : ops) {
+    Parsed p = Parse({"--rma", c.text});
+    ASSERT_EQ(p.result, PERF_ARGS_OK) << c.text << ": " << p.err;
+    EXPECT_EQ(p.opts.rma, c.op);
+    EXPECT_STREQ(perf_rma_op_name(c.op), c.text);
+    EXPECT_EQ(p.opts.compare, 1) << "--rma keeps the side-by-side run";
+  }
+  Parsed p = Parse({"--rma=get", "--raw", "-t", "lat", "-W", "32"});
+  ASSERT_EQ(p.result, PERF_ARGS_OK) << p.err;
+  EXPECT_EQ(p.opts.rma, PERF_RMA_GET);
+  EXPECT_EQ(p.opts.tests, PERF_TEST_LAT);
+  EXPECT_EQ(perf_rma_op_name(PERF_RMA_OFF), nullptr);
+}
+
+TEST(PerfArgs, RmaRejections) {
+  for (const char *bad : {"", "PUT", "write", "put,get", "putsignal"}) {
+    Parsed p = Parse({"--rma", bad});
+    EXPECT_EQ(p.result, PERF_ARGS_ERROR) << bad;
+    EXPECT_NE(p.err.find("--rma"), std::string::npos) << p.err;
+  }
+  EXPECT_EQ(Parse({"--rma"}).result, PERF_ARGS_ERROR);
+  for (std::vector<std::string> args : std::vector<std::vector<std::string>>{{"--rma", "put", "-t", "bibw"},
+                                                                            {"--rma", "put", "-t", "all"},
+                                                                            {"--rma", "get", "-c", "2"},
+                                                                            {"--rma", "putsig", "-g", "2"},
+                                                                            {"--rma", "put", "--cuda"},
+                                                                            {"--rma", "put", "--net-version", "12"}}) {
+    Parsed p = Parse(args);
+    EXPECT_EQ(p.result, PERF_ARGS_ERROR) << args[2];
+    EXPECT_NE(p.err.find("--rma times lat and bw"), std::string::npos) << p.err;
+  }
+}
+
 }  // namespace
