@@ -308,8 +308,8 @@ int srd_gdr_rma_windows(const char *provider, const struct srd_gdr_decision *gdr
   /* shm copies a put's GPU bytes with a synchronous cudaMemcpy on NCCL's
    * proxy thread. With CUDA's default 8 hardware queues that copy can queue
    * behind the stream that waits for the put's own signal: every NCCL 2.30.7
-   * put-with-signal run on the device hung so, every run with 32 passed
-   * (DESIGN.md "One-sided RMA"). */
+   * put-with-signal run on the device hung so; with 32, 2 runs in 10 did
+   * (DESIGN.md "One-sided RMA"): fewer shared queues, not none. */
   const char *queues = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
   char *end = NULL;
   long n = queues && *queues ? strtol(queues, &end, 10) : 0;
