@@ -10,7 +10,7 @@ libsrd_core_la_SOURCES = \
 	src/wire/wire.c src/sched/sched.c \
 	src/proto/dev.c src/proto/comms.c src/proto/ctrl.c src/proto/probe.c src/proto/failover.c src/proto/fence.c src/proto/lanes.c src/proto/regs.c \
 	src/proto/request.c src/proto/send.c src/proto/recv.c src/proto/bye.c src/proto/flush.c \
-	src/proto/rma.c src/proto/rma_gpu.c src/proto/rma_target.c \
+	src/proto/rma.c src/proto/rma_gpu.c src/proto/rma_nic.c src/proto/rma_target.c \
 	src/comm/dispatch.c src/comm/handshake.c src/comm/close.c src/comm/net.c src/comm/rma_init.c src/comm/rma_net.c
 libsrd_core_la_LIBADD = libsrd_topo.la libsrd_util.la $(FABRIC_LIBS) $(HWLOC_LIBS) -ldl
 

@@ -50,9 +50,9 @@ check_PROGRAMS += $(SRD_FUNCTIONAL_TESTS) $(SRD_ABI_TESTS)
 # lanes runs from threads.sh.
 check_PROGRAMS += tests/functional/lanes
 TESTS += $(SRD_ABI_TESTS) tests/abi/exports.sh $(SRD_FUNCTIONAL_TESTS) tests/functional/reorder.sh \
-	tests/functional/recv-refuse.sh tests/functional/threads.sh
-EXTRA_DIST += tests/abi/exports.sh tests/functional/reorder.sh tests/functional/recv-refuse.sh \
-	tests/functional/threads.sh tests/libfabric.lsan
+	tests/functional/nic-signals.sh tests/functional/recv-refuse.sh tests/functional/threads.sh
+EXTRA_DIST += tests/abi/exports.sh tests/functional/reorder.sh tests/functional/nic-signals.sh \
+	tests/functional/recv-refuse.sh tests/functional/threads.sh tests/libfabric.lsan
 
 tests_functional_rma_SOURCES = tests/functional/rma.c
 tests_functional_rma_CPPFLAGS = $(SRD_TEST_CPPFLAGS)

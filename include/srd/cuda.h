@@ -156,6 +156,10 @@ int srd_cuda_stream_read64(struct srd_cuda_stream *s, const void *word, uint64_t
  * addressing). */
 int srd_cuda_stream_copy(struct srd_cuda_stream *s, void *dst, const void *src, size_t size, char *err,
                          size_t errlen);
+/* Make the GPUDirect RDMA writes a NIC completed so far visible to the
+ * stream's GPU (cuFlushGPUDirectRDMAWrites to the owner, its context
+ * current); nothing is queued. */
+int srd_cuda_stream_flush_remote(struct srd_cuda_stream *s, char *err, size_t errlen);
 /* Wait until everything queued so far has run. */
 int srd_cuda_stream_sync(struct srd_cuda_stream *s, char *err, size_t errlen);
 /* An event recorded after everything queued so far; poll it with

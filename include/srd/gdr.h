@@ -48,6 +48,7 @@ struct srd_gdr_decision {
   bool gpu;                /* offer NCCL_PTR_CUDA */
   bool dmabuf;             /* offer NCCL_PTR_DMABUF too */
   bool flush;              /* iflush must make received GPU data visible (forceFlush) */
+  bool nic_writes;         /* GPU data lands without the provider's CUDA calls (a NIC writes it: efa) */
   bool fail;               /* NCCL_SRD_GDR=1 and GPU pointers are impossible */
   char why[400];           /* why GPU pointers are (not) offered */
   char dmabuf_why[200];
@@ -88,11 +89,15 @@ int srd_gdr_device(const struct srd_nic_list *nics, const struct srd_device_grou
                    struct srd_gdr_decision *out);
 
 /* One-sided RMA (NCCL_SRD_RMA=gpu): can a device whose rails are provider's,
- * with GPU decision gdr, take GPU windows (signals written by a CUDA
- * stream)? 0, or -1 with why: the provider is not shm (no FI_HMEM for writes
- * with signals), the device offers no GPU memory, a CUDA device cannot
- * write 64-bit stream memory, or CUDA_DEVICE_MAX_CONNECTIONS is below
- * SRD_RMA_SHM_CUDA_QUEUES (shm's copies would queue behind signal waits). */
+ * with GPU decision gdr, take GPU windows? 0, or -1 with why. Where a NIC
+ * writes GPU memory (gdr->nic_writes: efa) the NIC writes signal words too
+ * (a loopback write), after the driver's flush where gdr->flush says so:
+ * the driver must have cuFlushGPUDirectRDMAWrites then. On shm (copies by
+ * the provider's CUDA calls) a CUDA stream writes them: every CUDA device
+ * must write 64-bit stream memory and CUDA_DEVICE_MAX_CONNECTIONS be at
+ * least SRD_RMA_SHM_CUDA_QUEUES (shm's copies would queue behind signal
+ * waits). Both need the device to offer GPU memory; other providers have no
+ * FI_HMEM. */
 #define SRD_RMA_SHM_CUDA_QUEUES 32
 int srd_gdr_rma_windows(const char *provider, const struct srd_gdr_decision *gdr, const struct srd_cuda *cu,
                         char *why, size_t len);

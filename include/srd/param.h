@@ -32,6 +32,7 @@ enum srd_param {
   SRD_PARAM_TEST_CPUS,        /* int: CPUs the automatic lane count assumes (tests; 0: the machine's) */
   SRD_PARAM_EFA_FABRIC,       /* string: efa's RDM fabric: efa (default) or efa-direct */
   SRD_PARAM_RMA,              /* string: one-sided RMA (ncclRma): auto, 0 (off), host (host windows only) or gpu */
+  SRD_PARAM_TEST_NIC_SIGNALS, /* bool: host windows take signals by loopback writes, as GPU windows on efa (tests) */
   SRD_PARAM_COUNT
 };
 

@@ -324,6 +324,10 @@ struct srd_rail_ops {
   bool (*peer_refused)(struct srd_rail *rail, fi_addr_t addr, uint64_t now_ms, uint64_t every_ms);
   int (*read)(struct srd_rail *rail, int ep, void *dst, size_t len, void *desc, fi_addr_t src, uint64_t raddr,
               uint64_t key, struct srd_op *op);
+  int (*loopback_read)(struct srd_rail *rail, void *dst, size_t len, void *desc, uint64_t raddr, uint64_t key,
+                       struct srd_op *op);
+  int (*loopback_write)(struct srd_rail *rail, const void *src, size_t len, void *desc, uint64_t raddr, uint64_t key,
+                        struct srd_op *op);
 };
 extern const struct srd_rail_ops srd_rail_ops_fabric;
 

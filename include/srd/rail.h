@@ -270,6 +270,14 @@ int srd_rail_write(struct srd_rail *rail, int ep, const void *src, size_t len, v
  * completes those writes are visible there (GPU memory written over PCIe).
  * -FI_EAGAIN: nothing was posted. */
 int srd_rail_flush_read(struct srd_rail *rail, uint64_t raddr, uint64_t key, struct srd_op *op);
+/* RMA from endpoint 0 to itself: read [raddr, raddr+len) (key) of our own
+ * registered memory into dst, or write src there (completing once placed,
+ * FI_DELIVERY_COMPLETE). desc: the local buffer's. -FI_EAGAIN: nothing was
+ * posted. */
+int srd_rail_loopback_read(struct srd_rail *rail, void *dst, size_t len, void *desc, uint64_t raddr, uint64_t key,
+                           struct srd_op *op);
+int srd_rail_loopback_write(struct srd_rail *rail, const void *src, size_t len, void *desc, uint64_t raddr,
+                            uint64_t key, struct srd_op *op);
 
 /* RMA read of [raddr, raddr+len) (key) at src into dst. -FI_EAGAIN: nothing
  * was posted. */

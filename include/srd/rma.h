@@ -14,9 +14,10 @@
  * overtakes data, and the origin never fences. The target acknowledges
  * applied ops every SRD_RMA_ACK_EVERY; the origin keeps at most
  * SRD_RMA_SEQ_WINDOW ops unacknowledged and queues the rest (NCCL is never
- * refused). Signals into GPU windows and ops to ourselves on GPU memory go
- * through a CUDA stream of the group's (src/proto/rma_gpu.c). Everything
- * runs under dev->lock. */
+ * refused). Signals into GPU windows go by a loopback RDMA write where a NIC
+ * writes GPU memory (efa: src/proto/rma_nic.c), else through a CUDA stream
+ * of the group's (shm: src/proto/rma_gpu.c), which also copies ops to
+ * ourselves on GPU memory. Everything runs under dev->lock. */
 #ifndef SRD_RMA_H
 #define SRD_RMA_H
 
@@ -50,6 +51,9 @@ struct srd_rma_win {
   unsigned flags; /* enum srd_rma_win_flags */
   struct srd_cuda_stream *stream; /* GPU windows: the group's stream for cuda_dev */
   uint64_t *shadow; /* NEVER_RESET GPU windows: each word's value, made at the first signal */
+  bool nic_signals; /* signals written by a loopback write (rma_nic.c) */
+  uint64_t *pending; /* nic_signals: per word, what signals added and no write carries yet */
+  uint8_t *queued;   /* nic_signals: per word, 1 while it waits in the group's queue */
   struct srd_rail_mrs *mrs; /* exactly [base, base+len), remote write and read */
   struct srd_rma_remote *remote; /* [nranks] */
 };
@@ -117,6 +121,7 @@ struct srd_rma_coll {
   struct srd_rma_op *free_ops, *all_ops;
   struct srd_cuda_stream **streams; /* [nstreams]: by CUDA device, opened by the first window there */
   int nstreams;
+  struct srd_rma_nic *nic; /* signal words the NIC writes: made at the first such signal */
   int result; /* first error (enum srd_err), kept for queryLastError */
 };
 
@@ -194,6 +199,18 @@ int srd_rma_gpu_win(struct srd_rma_coll *coll, struct srd_rma_win *w);
 int srd_rma_gpu_sync(struct srd_rma_win *w);
 /* The group's streams, waited for and closed (srd_rma_coll_free). */
 void srd_rma_gpu_close(struct srd_rma_coll *coll);
+
+/* Signals the NIC writes (src/proto/rma_nic.c), lock held. apply: add to
+ * word (its index in w) and queue it; post: start the next queued write if
+ * none is in flight (progress calls it again after the provider refused);
+ * writing: is a loopback op into window index in flight (its registration
+ * must stay)? close: with the group (an op still in flight keeps what it
+ * uses until it completes). SRD_OK or an error, logged, that fails the
+ * group. */
+int srd_rma_nic_apply(struct srd_rma_win *w, size_t word, uint64_t add);
+int srd_rma_nic_post(struct srd_rma_coll *coll);
+bool srd_rma_nic_writing(const struct srd_rma_coll *coll, uint32_t index);
+void srd_rma_nic_close(struct srd_rma_coll *coll);
 
 
 /* Incoming (dispatch, lock held): a one-sided write into c's windows, a

@@ -61,7 +61,7 @@ const struct srd_rail_ops srd_rail_ops_fabric = {
     srd_rail_av_insert, srd_rail_av_remove, srd_rail_get_send_buf, srd_rail_put_send_buf, srd_rail_send,
     srd_rail_write,     srd_rail_queue_write, srd_rail_mr_desc,    srd_rail_mr_key,       srd_rail_reg,
     srd_rail_mr_close,  srd_rail_poll,        srd_rail_link_down,  srd_rail_flush_read,   srd_rail_peer_refused,
-    srd_rail_read,
+    srd_rail_read,      srd_rail_loopback_read, srd_rail_loopback_write,
 };
 
 void srd_dev_init(struct srd_dev *dev, int index, const struct srd_rail_handlers *h) {

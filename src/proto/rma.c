@@ -52,6 +52,7 @@ void srd_rma_coll_free(struct srd_rma_coll *coll) {
     if (op->in_use && op->event) srd_cuda_stream_forget(op->stream, op->event);
     free(op);
   }
+  srd_rma_nic_close(coll);
   srd_rma_gpu_close(coll);
   coll->magic = 0;
   free(coll->wins);
@@ -390,6 +391,7 @@ void srd_rma_progress(struct srd_rma_coll *coll) {
     if (p->ack_due && !p->recv->result) srd_rma_send_ack(p);
     peer_post(p);
   }
+  srd_rma_nic_post(coll);
 }
 
 bool srd_rma_op_test(struct srd_rma_op *op) {

@@ -1,7 +1,9 @@
-/* One-sided RMA into GPU memory: signals and self ops through a plugin-owned
- * CUDA stream per device (include/srd/rma.h, DESIGN.md "One-sided RMA").
- * No GDRCopy: the driver writes the signal word, ordered after every copy
- * queued before it on the same stream. */
+/* One-sided RMA into GPU memory: self ops, and signals where the provider
+ * copies GPU data itself (shm), through a plugin-owned CUDA stream per device
+ * (include/srd/rma.h, DESIGN.md "One-sided RMA"). No GDRCopy: the driver
+ * writes the signal word, ordered after every copy queued before it on the
+ * same stream. Where a NIC writes GPU memory, it writes signals too
+ * (rma_nic.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +50,7 @@ void srd_rma_gpu_close(struct srd_rma_coll *coll) {
 
 int srd_rma_apply(struct srd_rma_win *w, char *word, uint8_t op, uint64_t value) {
   uint64_t add = op == SRD_RMA_SIGNAL_INC ? 1 : value;
+  if (w->nic_signals) return srd_rma_nic_apply(w, (size_t)(word - w->base) / 8, add);
   if (!w->stream) {
     __atomic_fetch_add((uint64_t *)(void *)word, add, __ATOMIC_RELEASE);
     return SRD_OK;
@@ -90,15 +93,16 @@ int srd_rma_gpu_self(struct srd_rma_op *op, struct srd_rma_win *dwin, char *dst,
   if (sig) {
     /* This op's data and every earlier self op's land before the signal: on
      * the signal's own stream that is the stream's order; the other streams
-     * (all of them, for a host word) are waited for. */
+     * (all of them, for a host word or one the NIC writes) are waited for. */
+    bool on_stream = sigwin->stream && !sigwin->nic_signals;
     for (int d = 0; d < coll->nstreams; d++)
-      if (coll->streams[d] && coll->streams[d] != sigwin->stream &&
+      if (coll->streams[d] && (!on_stream || coll->streams[d] != sigwin->stream) &&
           srd_cuda_stream_sync(coll->streams[d], err, sizeof(err)))
         goto fail;
     int rc = srd_rma_apply(sigwin, word, sig->op, sig->value);
     if (rc) return rc;
-    queued = sigwin->stream != NULL;
-    if (queued) s = sigwin->stream;
+    queued = on_stream;
+    if (on_stream) s = sigwin->stream;
   }
   if (queued && srd_cuda_stream_mark(s, &op->event, err, sizeof(err))) goto fail;
   op->stream = queued ? s : NULL;

@@ -4,7 +4,9 @@
 #include <string.h>
 
 #include "srd/log.h"
+#include "srd/param.h"
 #include "srd/rma.h"
+#include "srd/sys.h"
 
 int srd_rma_win_new(struct srd_rma_coll *coll, void *base, size_t len, int cuda_dev, unsigned flags, int dmabuf_fd,
                     uint64_t offset, struct srd_rma_win **out, struct srd_rma_remote *mine) {
@@ -31,6 +33,7 @@ int srd_rma_win_new(struct srd_rma_coll *coll, void *base, size_t len, int cuda_
   w->len = len;
   w->cuda_dev = cuda_dev;
   w->flags = flags;
+  w->nic_signals = (cuda_dev >= 0 && dev->gdr.nic_writes) || srd_param_int(SRD_PARAM_TEST_NIC_SIGNALS);
   memset(mine, 0, sizeof(*mine));
   mine->addr = dev->rails[0].virt_addr ? (uint64_t)(uintptr_t)base : 0;
   mine->len = len;
@@ -85,10 +88,21 @@ int srd_rma_win_free(struct srd_rma_win *w) {
   /* Signals and self copies queued into the window land before the
    * registration (and maybe the memory) goes. Out of the lock: nothing new
    * is queued into a window no longer listed, and progress must not wait on
-   * the GPU. */
+   * the GPU. A loopback signal op in flight into it is waited for, bounded:
+   * its key must stay valid until it completes. */
   int rc = srd_rma_gpu_sync(w);
+  uint64_t until = srd_now_us() + (uint64_t)srd_param_int(SRD_PARAM_CLOSE_TIMEOUT_MS) * 1000;
+  pthread_mutex_lock(&dev->lock);
+  while (srd_rma_nic_writing(w->coll, w->index) && srd_now_us() < until) srd_dev_progress(dev);
+  if (srd_rma_nic_writing(w->coll, w->index)) {
+    SRD_WARN("RMA window %u: deregistered with a loopback signal op into it still in flight", w->index);
+    rc = SRD_ERR_SYSTEM;
+  }
+  pthread_mutex_unlock(&dev->lock);
   srd_dev_dereg(dev, w->mrs);
   free(w->shadow);
+  free(w->pending);
+  free(w->queued);
   free(w->remote);
   free(w);
   return rc;

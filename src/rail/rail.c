@@ -387,14 +387,40 @@ int srd_rail_send(struct srd_rail *rail, int ep, struct srd_rail_buf *buf, size_
                       &buf->op.fi_ctx);
 }
 
+/* Endpoint 0 in our own AV, inserted at the first loopback operation; our
+ * own name needs none of a peer's checks (shm refuses it as a peer's). */
+static int rail_self(struct srd_rail *rail) {
+  if (rail->has_self) return 0;
+  srd_rail_cq_lock(rail);
+  int n = fi_av_insert(rail->av, rail->ep_name[0], 1, &rail->self, 0, NULL);
+  srd_rail_cq_unlock(rail);
+  if (n != 1) return n < 0 ? n : -FI_EINVAL;
+  rail->has_self = true;
+  return 0;
+}
+
 int srd_rail_flush_read(struct srd_rail *rail, uint64_t raddr, uint64_t key, struct srd_op *op) {
-  if (!rail->has_self) {
-    int rc = srd_rail_av_insert(rail, rail->ep_name[0], &rail->self);
-    if (rc) return rc;
-    rail->has_self = true;
-  }
-  return (int)fi_read(rail->ep[0], rail->flush_scratch, FLUSH_READ_BYTES,
-                      rail->mr_local ? fi_mr_desc(rail->buf_mr) : NULL, rail->self, raddr, key, &op->fi_ctx);
+  int rc = rail_self(rail);
+  return rc ? rc : srd_rail_loopback_read(rail, rail->flush_scratch, FLUSH_READ_BYTES,
+                                          rail->mr_local ? fi_mr_desc(rail->buf_mr) : NULL, raddr, key, op);
+}
+
+int srd_rail_loopback_read(struct srd_rail *rail, void *dst, size_t len, void *desc, uint64_t raddr, uint64_t key,
+                           struct srd_op *op) {
+  int rc = rail_self(rail);
+  return rc ? rc : (int)fi_read(rail->ep[0], dst, len, desc, rail->self, raddr, key, &op->fi_ctx);
+}
+
+int srd_rail_loopback_write(struct srd_rail *rail, const void *src, size_t len, void *desc, uint64_t raddr,
+                            uint64_t key, struct srd_op *op) {
+  int rc = rail_self(rail);
+  if (rc) return rc;
+  /* Completed means placed: the next loopback write is posted only then. */
+  struct iovec iov = {(void *)src, len};
+  struct fi_rma_iov rma = {raddr, len, key};
+  struct fi_msg_rma msg = {.msg_iov = &iov, .desc = &desc, .iov_count = 1, .addr = rail->self, .rma_iov = &rma,
+                           .rma_iov_count = 1, .context = &op->fi_ctx};
+  return (int)fi_writemsg(rail->ep[0], &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
 }
 
 static int is_recv_buf(const struct srd_rail *rail, const void *ctx) {

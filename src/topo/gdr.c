@@ -109,6 +109,7 @@ void srd_gdr_decide(const struct srd_gdr_inputs *in, struct srd_gdr_decision *ou
              in->provider, in->fi_no_cuda_calls_why, in->cuda_why);
   decide_dmabuf(in, out);
   decide_flush(in, out);
+  out->nic_writes = in->fi_no_cuda_calls == 1 && !srd_gdr_provider_copies(in->provider);
 }
 
 /* The hints ask for what the rail asked for, on the same fabric and domain,
@@ -288,11 +289,12 @@ int srd_gdr_device(const struct srd_nic_list *nics, const struct srd_device_grou
 
 int srd_gdr_rma_windows(const char *provider, const struct srd_gdr_decision *gdr, const struct srd_cuda *cu,
                         char *why, size_t len) {
-  /* shm copies into the window itself, synchronously, before it reports the
-   * write: the data is in GPU memory when we count it. tcp has no FI_HMEM. */
-  if (!provider_is(provider, "shm")) {
-    snprintf(why, len, "provider %s offers no FI_HMEM for one-sided writes with signals: GPU windows need shm",
-             provider);
+  bool shm = provider_is(provider, "shm");
+  if (!shm && !gdr->nic_writes) {
+    snprintf(why, len, "provider %s %s", provider,
+             gdr->gpu ? "copies GPU data with CUDA calls of its own: GPU windows need efa (a NIC) or shm"
+                      : "offers no GPU memory for one-sided writes: GPU windows need efa or shm");
+    if (!gdr->gpu) snprintf(why + strlen(why), len - strlen(why), " (%s)", gdr->why);
     return -1;
   }
   if (!gdr->gpu) {
@@ -305,6 +307,14 @@ int srd_gdr_rma_windows(const char *provider, const struct srd_gdr_decision *gdr
   }
   for (int d = 0; d < cu->device_count; d++)
     if (srd_cuda_stream_usable(cu, d, why, len)) return -1;
+  if (!shm) {
+    if (gdr->flush && !cu->ops.flush_gpudirect_rdma_writes) {
+      snprintf(why, len, "%s writes GPU memory from the NIC, the driver does not order those writes and lacks "
+               "cuFlushGPUDirectRDMAWrites: a signal could be seen before its data", provider);
+      return -1;
+    }
+    return 0;
+  }
   /* shm copies a put's GPU bytes with a synchronous cudaMemcpy on NCCL's
    * proxy thread. With CUDA's default 8 hardware queues that copy can queue
    * behind the stream that waits for the put's own signal: every NCCL 2.30.7

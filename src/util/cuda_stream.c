@@ -142,6 +142,19 @@ int srd_cuda_stream_copy(struct srd_cuda_stream *s, void *dst, const void *src, 
   return r;
 }
 
+int srd_cuda_stream_flush_remote(struct srd_cuda_stream *s, char *err, size_t errlen) {
+  if (!s->cu->ops.flush_gpudirect_rdma_writes) {
+    snprintf(err, errlen, "the CUDA driver lacks cuFlushGPUDirectRDMAWrites");
+    return -1;
+  }
+  int r;
+  ON_STREAM(r, s, "cuFlushGPUDirectRDMAWrites",
+            s->cu->ops.flush_gpudirect_rdma_writes(SRD_CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX,
+                                                   SRD_CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER),
+            err, errlen);
+  return r;
+}
+
 int srd_cuda_stream_sync(struct srd_cuda_stream *s, char *err, size_t errlen) {
   int r;
   ON_STREAM(r, s, "cuStreamSynchronize", s->cu->ops.stream_synchronize(s->stream), err, errlen);

@@ -76,7 +76,10 @@ static const struct srd_param_desc table[SRD_PARAM_COUNT] = {
                               "device lacks RDMA) or efa-direct (the device alone); every node must choose the same"},
     [SRD_PARAM_RMA] = {"NCCL_SRD_RMA", 1, 0, 0, 0,
                        "one-sided RMA for NCCL 2.30+: auto (off until GPU windows work by default), 0 (off), host (host "
-                       "windows only), gpu (host and GPU windows where every rail is shm with FI_HMEM)"},
+                       "windows only), gpu (host and GPU windows where every rail is efa, or shm with FI_HMEM)"},
+    [SRD_PARAM_TEST_NIC_SIGNALS] = {"NCCL_SRD_TEST_NIC_SIGNALS", 0, 0, 0, 1,
+                                    "test mode: host windows take their signals by loopback RDMA writes, as GPU "
+                                    "windows on efa do"},
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;

@@ -314,10 +314,16 @@ static int get_rank(int rank, int nranks, void *arg, bool self) {
   ST_CHECK(bad == SIZE_MAX, "get from rank %d: wrong byte at offset %zu", from, bad);
   ST_CHECK(st_check_byte(got + len, GUARD, POISON) == SIZE_MAX, "get wrote past its size");
   if (self) {
-    /* A put+signal to ourselves lands before test says done. */
+    /* A put+signal to ourselves lands before test says done, except where
+     * the NIC writes signals (NCCL_SRD_TEST_NIC_SIGNALS): then the signal
+     * comes once its loopback write does, after the data. */
     ST_NCCL(s.rma->iputSignal(s.rctx, 0, 0, mmh, len, 0, gmh, (uint32_t)rank, 16, smh, 7, NCCL_NET_SIGNAL_OP_ADD,
                               true, &req));
     wait_req(&s, req, "loopback put");
+    if (getenv("NCCL_SRD_TEST_NIC_SIGNALS")) {
+      wait_signal(&sig[2], 7, "loopback signal");
+      ST_CHECK(st_log_count("signal words written by loopback RDMA writes") > 0, "no signal went by the NIC");
+    }
     ST_CHECK(load_signal(&sig[2]) == 7, "loopback signal %llu", (unsigned long long)load_signal(&sig[2]));
     ST_CHECK(st_pattern_check(got, len, 900 + (size_t)rank) == SIZE_MAX, "loopback put: wrong data");
   }

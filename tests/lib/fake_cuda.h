@@ -31,7 +31,7 @@ struct State {
   // the context current when it was made. The fake runs each at once.
   int mem_ops_attr[8] = {1, 1, 1, 1, 1, 1, 1, 1}; // CAN_USE_64_BIT_STREAM_MEM_OPS
   struct Call {
-    enum Kind { kCopy, kRead, kWrite, kSync, kMark } kind;
+    enum Kind { kCopy, kRead, kWrite, kSync, kMark, kFlush } kind;
     void *stream;
     uintptr_t addr; // written or read word, copy destination
     uint64_t value; // value written or read; copy size
@@ -98,10 +98,12 @@ inline srd_curesult handle(void *out, srd_cudeviceptr p, size_t size, int type, 
   *(int *)out = 42;
   return SRD_CUDA_SUCCESS;
 }
+inline void record(int kind, void *stream, uintptr_t addr, uint64_t value);
 inline srd_curesult flush(int target, int scope) {
   state.flush_target = target;
   state.flush_scope = scope;
   state.flushes++;
+  record(State::Call::kFlush, nullptr, 0, 0);
   return SRD_CUDA_SUCCESS;
 }
 
@@ -128,8 +130,8 @@ inline srd_curesult ctx_get(srd_cucontext *ctx) {
   *ctx = state.current;
   return SRD_CUDA_SUCCESS;
 }
-inline void record(State::Call::Kind k, void *stream, uintptr_t addr, uint64_t value) {
-  state.calls.push_back({k, stream, addr, value, state.current});
+inline void record(int kind, void *stream, uintptr_t addr, uint64_t value) {
+  state.calls.push_back({static_cast<State::Call::Kind>(kind), stream, addr, value, state.current});
 }
 inline srd_curesult stream_create(srd_custream *s, unsigned flags) {
   state.stream_flags = flags;

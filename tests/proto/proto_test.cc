@@ -63,10 +63,22 @@ struct Read {
   uint64_t raddr, key;
 };
 
+// A loopback RMA of a device to itself (signal words the NIC writes).
+struct Loop {
+  srd_rail *rail;
+  srd_op *op;
+  bool write;
+  void *local;
+  size_t len;
+  uint64_t raddr, key;
+};
+
 struct Fake {
   std::deque<Sent> sends;
   std::deque<Write> writes;
   std::deque<Read> reads;
+  std::deque<Loop> loops;
+  int loop_refused = 0; // loopback ops fail with this
   int read_refused = 0; // flush_read fails with this
   int reg_refused = 0;  // reg fails with this
   uint64_t keys_made = 0;
@@ -149,9 +161,20 @@ int flush_read(srd_rail *rail, uint64_t raddr, uint64_t key, srd_op *op) {
 
 bool peer_refused(srd_rail *, fi_addr_t, uint64_t, uint64_t) { return g.listener_gone; }
 
-const srd_rail_ops kFake = {av_insert, av_remove, get_send_buf, put_send_buf, send,      write,      queue_write,
-                            mr_desc,   mr_key,    reg,          mr_close,     poll,      link_down, flush_read,
-                            peer_refused, nullptr};
+int loopback_read(srd_rail *rail, void *dst, size_t len, void *, uint64_t raddr, uint64_t key, srd_op *op) {
+  if (g.loop_refused) return g.loop_refused;
+  g.loops.push_back({rail, op, false, dst, len, raddr, key});
+  return 0;
+}
+int loopback_write(srd_rail *rail, const void *src, size_t len, void *, uint64_t raddr, uint64_t key, srd_op *op) {
+  if (g.loop_refused) return g.loop_refused;
+  g.loops.push_back({rail, op, true, const_cast<void *>(src), len, raddr, key});
+  return 0;
+}
+
+const srd_rail_ops kFake = {av_insert,    av_remove, get_send_buf,  put_send_buf,  send,      write,      queue_write,
+                            mr_desc,      mr_key,    reg,           mr_close,      poll,      link_down, flush_read,
+                            peer_refused, nullptr,   loopback_read, loopback_write};
 
 // Addresses: a comm's peer address is the index of the peer's device, plus
 // twice any k (another AV entry of that device: another peer to the
@@ -2264,6 +2287,169 @@ TEST_F(RmaGpu, DeregisterWaitsForTheStream) {
   EXPECT_EQ(fake::State::Call::kSync, fake::state.calls[0].kind);
 }
 
+// Where a NIC writes GPU memory (efa: gdr.nic_writes) it writes signal words
+// too: a loopback RDMA write of the word's new value from a registered host
+// slot, never a stream operation (which could be scheduled behind the
+// application's stream wait for that very signal). B's device here is such a
+// device; flush says whether the GPU needs GPUDirect writes flushed.
+class RmaNic : public RmaGpu {
+ protected:
+  void SetUp() override {
+    RmaGpu::SetUp();
+    b.gdr.nic_writes = true;
+    b.gdr.flush = true;
+  }
+  // Complete loopback op i as the NIC would: place the bytes, then report.
+  void complete_loop(size_t i = 0, int err = 0) {
+    Loop l = g.loops[i];
+    g.loops.erase(g.loops.begin() + static_cast<long>(i));
+    if (!err && l.write) memcpy(reinterpret_cast<void *>(static_cast<uintptr_t>(l.raddr)), l.local, l.len);
+    if (!err && !l.write) memcpy(l.local, reinterpret_cast<void *>(static_cast<uintptr_t>(l.raddr)), l.len);
+    l.op->done(l.op, err, nullptr);
+  }
+  uint64_t loop_value(size_t i = 0) const {
+    uint64_t v = 0;
+    memcpy(&v, g.loops[i].local, 8);
+    return v;
+  }
+  uint64_t word(size_t offset) const {
+    uint64_t v;
+    memcpy(&v, sigs + offset, 8);
+    return v;
+  }
+};
+
+// Each signal waits for its op's and every earlier op's stripes, then the
+// driver's flush (under the window GPU's context), then one loopback write;
+// one in flight at a time, so the word takes its values in order; signals
+// that come meanwhile add to the next write.
+TEST_F(RmaNic, SignalIsALoopbackWriteAfterTheFlushOneInFlight) {
+  windows(SRD_RMA_WIN_NEVER_RESET | SRD_RMA_WIN_FORCE_SO);
+  ASSERT_TRUE(swin->nic_signals && dwin->nic_signals);
+  signal(0, 2, SRD_RMA_SIGNAL_INC, 0);
+  stripe(0, 0, 2, true);
+  EXPECT_TRUE(g.loops.empty()) << "signal written before its second stripe landed";
+  stripe(0, 1, 2, true);
+  ASSERT_EQ(1u, g.loops.size());
+  EXPECT_TRUE(g.loops[0].write);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(sigs + 8), g.loops[0].raddr);
+  EXPECT_EQ(b.rail_ops->mr_key(swin->mrs->mr[0]), g.loops[0].key) << "not the signal window's key on rail 0";
+  EXPECT_EQ(&b.rails[0], g.loops[0].rail);
+  EXPECT_EQ(1u, loop_value());
+  ASSERT_EQ(1u, count(fake::State::Call::kFlush)) << "the write went without the flush before it";
+  EXPECT_EQ(fake::primary(0), fake::state.calls[0].ctx) << "flushed without the window GPU's context";
+  EXPECT_EQ(SRD_CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER, fake::state.flush_scope);
+  EXPECT_EQ(0u, count(fake::State::Call::kWrite)) << "a stream wrote the signal";
+  // Ops 1 and 2 land while the first write is in flight.
+  stripe(1, 0, 1, true);
+  signal(1, 1, SRD_RMA_SIGNAL_INC, 0);
+  stripe(2, 0, 1, true);
+  signal(2, 1, SRD_RMA_SIGNAL_ADD, 5);
+  signal(3, 0, SRD_RMA_SIGNAL_ADD, 100, 16); // another word, later
+  EXPECT_EQ(1u, g.loops.size()) << "a second loopback write while the first is in flight";
+  complete_loop();
+  EXPECT_EQ(1u, word(8));
+  ASSERT_EQ(1u, g.loops.size());
+  EXPECT_EQ(7u, loop_value()) << "ops 1 and 2 ride one write of the word's value";
+  EXPECT_EQ(2u, count(fake::State::Call::kFlush));
+  complete_loop();
+  ASSERT_EQ(1u, g.loops.size());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(sigs + 16), g.loops[0].raddr);
+  EXPECT_EQ(100u, loop_value());
+  complete_loop();
+  EXPECT_TRUE(g.loops.empty());
+  EXPECT_EQ(7u, word(8));
+  EXPECT_EQ(100u, word(16));
+  EXPECT_EQ(0, coll->result);
+}
+
+// A GPU that orders GPUDirect writes for its owner needs no flush.
+TEST_F(RmaNic, NoFlushWhereTheGpuOrdersTheWrites) {
+  b.gdr.flush = false;
+  windows(SRD_RMA_WIN_NEVER_RESET);
+  stripe(0, 0, 1, true);
+  signal(0, 1, SRD_RMA_SIGNAL_INC, 0);
+  ASSERT_EQ(1u, g.loops.size());
+  EXPECT_EQ(0u, count(fake::State::Call::kFlush));
+  complete_loop();
+  EXPECT_EQ(1u, word(8));
+}
+
+// A resettable word is read back (by the NIC) first; adds that come while
+// it is read ride the next write.
+TEST_F(RmaNic, ResettableWordIsReadBackThenWritten) {
+  windows(0);
+  uint64_t reset = 40;
+  memcpy(sigs + 16, &reset, 8);
+  stripe(0, 0, 1, true);
+  signal(0, 1, SRD_RMA_SIGNAL_ADD, 2, 16);
+  ASSERT_EQ(1u, g.loops.size());
+  EXPECT_FALSE(g.loops[0].write);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(sigs + 16), g.loops[0].raddr);
+  signal(1, 0, SRD_RMA_SIGNAL_INC, 0, 16);
+  complete_loop();
+  ASSERT_EQ(1u, g.loops.size());
+  EXPECT_TRUE(g.loops[0].write);
+  EXPECT_EQ(42u, loop_value());
+  complete_loop();
+  ASSERT_EQ(1u, g.loops.size()) << "the signal that came during the read was lost";
+  EXPECT_FALSE(g.loops[0].write);
+  complete_loop();
+  EXPECT_EQ(43u, loop_value());
+  complete_loop();
+  EXPECT_EQ(43u, word(16));
+}
+
+// The provider full: the write waits for progress; a failed one fails the
+// group with the rail named.
+TEST_F(RmaNic, RefusedWriteWaitsFailedWriteFailsTheGroup) {
+  windows(SRD_RMA_WIN_NEVER_RESET);
+  g.loop_refused = -FI_EAGAIN;
+  stripe(0, 0, 1, true);
+  signal(0, 1, SRD_RMA_SIGNAL_INC, 0);
+  EXPECT_TRUE(g.loops.empty());
+  EXPECT_EQ(0, coll->result) << "backpressure failed the group";
+  g.loop_refused = 0;
+  {
+    Locked held(b);
+    srd_rma_progress(coll);
+  }
+  ASSERT_EQ(1u, g.loops.size()) << "progress did not post the write again";
+  forged_warnings = 0;
+  srd_log_set_logger(count_warnings);
+  complete_loop(0, -FI_EIO);
+  srd_log_set_logger(nullptr);
+  EXPECT_EQ(SRD_ERR_SYSTEM, coll->result);
+  EXPECT_EQ(1, forged_warnings);
+}
+
+// A window deregistered with signals queued for it: they are dropped, never
+// written into memory that may be gone.
+TEST_F(RmaNic, QueuedSignalsOfAFreedWindowAreDropped) {
+  windows(SRD_RMA_WIN_NEVER_RESET);
+  std::vector<uint64_t> other(8, 0);
+  srd_rma_win *hsig = nullptr;
+  srd_rma_remote mine{};
+  ASSERT_EQ(SRD_OK, srd_rma_win_new(coll, other.data(), 64, 0, SRD_RMA_WIN_NEVER_RESET, -1, 0, &hsig, &mine));
+  stripe(0, 0, 1, true);
+  signal(0, 1, SRD_RMA_SIGNAL_INC, 0); // in flight
+  srd_msg_rma_signal m{};
+  m.seq = 1;
+  m.op = SRD_RMA_SIGNAL_INC;
+  m.window = hsig->index;
+  m.offset = 8;
+  srd_rma_on_signal(r, &m); // queued behind it
+  ASSERT_EQ(1u, g.loops.size());
+  srd_rma_win_free(hsig);
+  complete_loop();
+  EXPECT_TRUE(g.loops.empty()) << "a signal written into a deregistered window";
+  EXPECT_EQ(0u, other[1]);
+  signal(2, 0, SRD_RMA_SIGNAL_INC, 0);
+  ASSERT_EQ(1u, g.loops.size());
+  EXPECT_EQ(2u, loop_value());
+  complete_loop();
+}
+
 // CUDA_DEVICE_MAX_CONNECTIONS for one scope (nullptr: unset), restored after.
 class CudaQueues {
  public:
@@ -2295,7 +2481,7 @@ TEST(RmaGpuOffer, ShmWithFiHmemAndStreamMemoryOperationsOnly) {
   char why[512];
   EXPECT_EQ(0, srd_gdr_rma_windows("shm", &gdr, srd_cuda_get(), why, sizeof why)) << why;
   EXPECT_EQ(-1, srd_gdr_rma_windows("tcp", &gdr, srd_cuda_get(), why, sizeof why));
-  EXPECT_NE(nullptr, strstr(why, "FI_HMEM")) << why;
+  EXPECT_NE(nullptr, strstr(why, "CUDA calls of its own")) << why;
   EXPECT_EQ(-1, srd_gdr_rma_windows("tcp;ofi_rxm", &gdr, srd_cuda_get(), why, sizeof why));
   EXPECT_EQ(-1, srd_gdr_rma_windows("shmx", &gdr, srd_cuda_get(), why, sizeof why));
   gdr.gpu = false;
@@ -2325,6 +2511,40 @@ TEST(RmaGpuOffer, ShmNeedsThirtyTwoCudaQueues) {
     CudaQueues queues(v);
     EXPECT_EQ(0, srd_gdr_rma_windows("shm", &gdr, srd_cuda_get(), why, sizeof why)) << v << ": " << why;
   }
+}
+
+// Where a NIC writes GPU memory without the provider's CUDA calls (efa), it
+// writes the signals too: no CUDA queue rule, but a GPU that does not order
+// GPUDirect writes needs the driver's flush.
+TEST(RmaGpuOffer, NicWritesTakeGpuWindowsWithTheFlushTheyNeed) {
+  fake::Driver d;
+  CudaQueues queues(nullptr);
+  srd_gdr_decision gdr{};
+  gdr.gpu = true;
+  char why[512];
+  EXPECT_EQ(-1, srd_gdr_rma_windows("efa", &gdr, srd_cuda_get(), why, sizeof why)) << "efa making CUDA calls";
+  EXPECT_NE(nullptr, strstr(why, "CUDA calls of its own")) << why;
+  gdr.nic_writes = true;
+  EXPECT_EQ(0, srd_gdr_rma_windows("efa", &gdr, srd_cuda_get(), why, sizeof why)) << why;
+  gdr.flush = true;
+  EXPECT_EQ(0, srd_gdr_rma_windows("efa", &gdr, srd_cuda_get(), why, sizeof why)) << why;
+  gdr.gpu = false;
+  snprintf(gdr.why, sizeof gdr.why, "NCCL_SRD_GDR=0: host memory only");
+  EXPECT_EQ(-1, srd_gdr_rma_windows("efa", &gdr, srd_cuda_get(), why, sizeof why));
+  EXPECT_NE(nullptr, strstr(why, "NCCL_SRD_GDR=0")) << why;
+}
+
+TEST(RmaGpuOffer, UnorderedNicWritesNeedTheDriversFlush) {
+  srd_cuda_ops o = fake::ops();
+  o.flush_gpudirect_rdma_writes = nullptr;
+  fake::Driver d(o);
+  srd_gdr_decision gdr{};
+  gdr.gpu = gdr.nic_writes = gdr.flush = true;
+  char why[512];
+  EXPECT_EQ(-1, srd_gdr_rma_windows("efa", &gdr, srd_cuda_get(), why, sizeof why));
+  EXPECT_NE(nullptr, strstr(why, "cuFlushGPUDirectRDMAWrites")) << why;
+  gdr.flush = false;
+  EXPECT_EQ(0, srd_gdr_rma_windows("efa", &gdr, srd_cuda_get(), why, sizeof why)) << why;
 }
 
 TEST(RmaGpuOffer, DriverWithoutStreamWritesIsRefused) {

@@ -63,6 +63,7 @@ TEST(GdrDecide, EveryCombination) {
         EXPECT_EQ(mode == SRD_GDR_ON && !gpu, d.fail);
         EXPECT_EQ(gpu && fdmabuf && cdmabuf, d.dmabuf) << d.dmabuf_why;
         EXPECT_EQ(gpu && !copies && !ordered, d.flush) << d.flush_why;
+        EXPECT_EQ(gpu && !copies && nocalls, d.nic_writes) << "a NIC writes GPU memory only where nothing else does";
         EXPECT_STRNE("", d.why);
         EXPECT_STRNE("", d.dmabuf_why);
         EXPECT_STRNE("", d.flush_why);

@@ -1,0 +1,239 @@
+/* Signal words written by the NIC (include/srd/rma.h, DESIGN.md "One-sided
+ * RMA"): where a NIC places GPU data without the provider's CUDA calls
+ * (efa), a signal is an 8-byte loopback RDMA write from a registered host
+ * slot into the window, never a CUDA stream operation: a stream's write can
+ * be scheduled behind the application's cuStreamWaitValue64 on a shared
+ * hardware queue, the very wait the write would release (CUDA's warning on
+ * cuStreamWaitValue64: "Improper use of this API may deadlock").
+ *
+ * One loopback op in flight per group, each posted only once the last one
+ * completed (placed: FI_DELIVERY_COMPLETE), so signal words change in the
+ * order signals were applied. Before every write the driver flushes the
+ * GPUDirect RDMA writes completed so far where the GPU does not order them
+ * (gdr.flush): the data of every op applied before is visible first. A word
+ * waits in the queue at most once; signals to it meanwhile add to what the
+ * write will carry, so the queue is bounded by the windows' words. A
+ * resettable word (not NEVER_RESET: the GPU may zero it) is read back by a
+ * loopback read first. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <rdma/fi_errno.h>
+
+#include "srd/log.h"
+#include "srd/param.h"
+#include "srd/rma.h"
+#include "srd/sys.h"
+
+enum nic_state {
+  NIC_IDLE,  /* nothing taken from the queue */
+  NIC_READ,  /* cur's word must be read back (posted when in_flight) */
+  NIC_WRITE, /* slot[0] must be written to cur's word (posted when in_flight) */
+};
+
+struct nic_entry {
+  uint32_t win, word;
+};
+
+struct srd_rma_nic {
+  struct srd_rma_coll *coll; /* NULL: the group closed with the op in flight, which frees this */
+  struct srd_dev *dev;
+  struct srd_op op;
+  uint64_t *slot;  /* registered on rail 0: [0] the value written, [1] a word read back */
+  struct fid_mr *mr;
+  struct nic_entry *q; /* ring of words to write */
+  size_t head, count, cap;
+  enum nic_state state;
+  bool in_flight;
+  struct nic_entry cur;
+  uint64_t cur_add; /* what cur's write adds to the word read back */
+};
+
+static void nic_free(struct srd_rma_nic *nic) {
+  if (nic->mr) nic->dev->rail_ops->mr_close(nic->mr);
+  free(nic->slot);
+  free(nic->q);
+  free(nic);
+}
+
+static int fail(struct srd_rma_coll *coll, int rc) {
+  if (!coll->result) coll->result = rc;
+  return rc;
+}
+
+static void nic_done(struct srd_op *op, int err, const char *errstr);
+
+static struct srd_rma_nic *nic_get(struct srd_rma_coll *coll) {
+  if (coll->nic) return coll->nic;
+  struct srd_dev *dev = coll->dev;
+  struct srd_rma_nic *nic = calloc(1, sizeof(*nic));
+  if (!nic || posix_memalign((void **)&nic->slot, 64, 64)) {
+    SRD_WARN("RMA: no memory for the slots that signals are written from");
+    free(nic);
+    return NULL;
+  }
+  nic->coll = coll;
+  nic->dev = dev;
+  nic->op.done = nic_done;
+  nic->op.owner = nic;
+  memset(nic->slot, 0, 64);
+  int rc = dev->rail_ops->reg(&dev->rails[0], nic->slot, 64, FI_READ | FI_WRITE, -1, -1, 0, &nic->mr);
+  if (rc) {
+    SRD_WARN("RMA: registering the signal slots on rail %s failed: %s", dev->rails[0].name, fi_strerror(-rc));
+    nic->mr = NULL;
+    nic_free(nic);
+    return NULL;
+  }
+  SRD_INFO(NCCL_NET, "RMA: signal words written by loopback RDMA writes on rail %s%s", dev->rails[0].name,
+           dev->gdr.flush ? ", each after cuFlushGPUDirectRDMAWrites" : "");
+  return coll->nic = nic;
+}
+
+/* Per-word state of w, made at its first signal. */
+static int win_words(struct srd_rma_win *w) {
+  size_t n = w->len / 8;
+  if (!w->pending) w->pending = calloc(n, sizeof(*w->pending));
+  if (!w->queued) w->queued = calloc(n, 1);
+  if ((w->flags & SRD_RMA_WIN_NEVER_RESET) && !w->shadow) w->shadow = calloc(n, sizeof(*w->shadow));
+  if (w->pending && w->queued && (w->shadow || !(w->flags & SRD_RMA_WIN_NEVER_RESET))) return SRD_OK;
+  SRD_WARN("RMA window %u: no memory for the state of its %zu signal words", w->index, n);
+  return SRD_ERR_SYSTEM;
+}
+
+static int push(struct srd_rma_nic *nic, struct nic_entry e) {
+  if (nic->count == nic->cap) {
+    size_t cap = nic->cap ? 2 * nic->cap : 64;
+    struct nic_entry *q = malloc(cap * sizeof(*q));
+    if (!q) return SRD_ERR_SYSTEM;
+    for (size_t i = 0; i < nic->count; i++) q[i] = nic->q[(nic->head + i) % nic->cap];
+    free(nic->q);
+    nic->q = q;
+    nic->head = 0;
+    nic->cap = cap;
+  }
+  nic->q[(nic->head + nic->count++) % nic->cap] = e;
+  return SRD_OK;
+}
+
+int srd_rma_nic_apply(struct srd_rma_win *w, size_t word, uint64_t add) {
+  struct srd_rma_coll *coll = w->coll;
+  struct srd_rma_nic *nic = nic_get(coll);
+  if (!nic || win_words(w)) return fail(coll, SRD_ERR_SYSTEM);
+  w->pending[word] += add;
+  if (!w->queued[word]) {
+    if (push(nic, (struct nic_entry){w->index, (uint32_t)word})) {
+      SRD_WARN("RMA window %u: no memory to queue a signal", w->index);
+      return fail(coll, SRD_ERR_SYSTEM);
+    }
+    w->queued[word] = 1;
+  }
+  return srd_rma_nic_post(coll);
+}
+
+/* Take the next word whose window is still there; its adds go with it. */
+static bool take(struct srd_rma_nic *nic) {
+  struct srd_rma_coll *coll = nic->coll;
+  while (nic->count) {
+    struct nic_entry e = nic->q[nic->head];
+    nic->head = (nic->head + 1) % nic->cap;
+    nic->count--;
+    struct srd_rma_win *w = coll->wins[e.win];
+    if (!w) continue; /* deregistered: NCCL no longer waits on it */
+    w->queued[e.word] = 0;
+    nic->cur = e;
+    nic->cur_add = w->pending[e.word];
+    w->pending[e.word] = 0;
+    if (w->shadow) {
+      nic->slot[0] = w->shadow[e.word] += nic->cur_add;
+      nic->state = NIC_WRITE;
+    } else {
+      nic->state = NIC_READ;
+    }
+    return true;
+  }
+  return false;
+}
+
+int srd_rma_nic_post(struct srd_rma_coll *coll) {
+  struct srd_rma_nic *nic = coll->nic;
+  if (!nic || nic->in_flight || coll->result) return coll->result;
+  for (;;) {
+    if (nic->state == NIC_IDLE && !take(nic)) return SRD_OK;
+    struct srd_rma_win *w = coll->wins[nic->cur.win];
+    if (!w) {
+      nic->state = NIC_IDLE;
+      continue;
+    }
+    struct srd_dev *dev = coll->dev;
+    struct srd_rail *rail = &dev->rails[0];
+    uint64_t key = dev->rail_ops->mr_key(w->mrs->mr[0]);
+    uint64_t raddr = w->remote[coll->rank].addr + (uint64_t)nic->cur.word * 8;
+    void *desc = dev->rail_ops->mr_desc(nic->mr);
+    char err[256];
+    int rc;
+    if (nic->state == NIC_READ) {
+      rc = dev->rail_ops->loopback_read(rail, &nic->slot[1], 8, desc, raddr, key, &nic->op);
+    } else {
+      if (dev->gdr.flush && w->stream && srd_cuda_stream_flush_remote(w->stream, err, sizeof(err))) {
+        SRD_WARN("RMA signal into GPU window %u: %s", w->index, err);
+        return fail(coll, SRD_ERR_SYSTEM);
+      }
+      rc = dev->rail_ops->loopback_write(rail, &nic->slot[0], 8, desc, raddr, key, &nic->op);
+    }
+    if (rc == -FI_EAGAIN) return SRD_OK; /* progress posts it again */
+    if (rc) {
+      SRD_WARN("RMA signal into window %u at offset %u: loopback %s on rail %s failed: %s", w->index,
+               nic->cur.word * 8, nic->state == NIC_READ ? "read" : "write", rail->name, fi_strerror(-rc));
+      return fail(coll, SRD_ERR_SYSTEM);
+    }
+    nic->in_flight = true;
+    return SRD_OK;
+  }
+}
+
+static void nic_done(struct srd_op *op, int err, const char *errstr) {
+  struct srd_rma_nic *nic = op->owner;
+  struct srd_rma_coll *coll = nic->coll;
+  nic->in_flight = false;
+  if (!coll) {
+    nic_free(nic);
+    return;
+  }
+  if (err) {
+    SRD_WARN("RMA signal into window %u at offset %u: loopback %s on rail %s failed: %s", nic->cur.win,
+             nic->cur.word * 8, nic->state == NIC_READ ? "read" : "write", nic->dev->rails[0].name,
+             errstr ? errstr : fi_strerror(-err));
+    nic->state = NIC_IDLE;
+    fail(coll, SRD_ERR_SYSTEM);
+    return;
+  }
+  if (nic->state == NIC_READ) {
+    nic->slot[0] = nic->slot[1] + nic->cur_add;
+    nic->state = NIC_WRITE;
+  } else {
+    nic->state = NIC_IDLE;
+  }
+  srd_rma_nic_post(coll);
+}
+
+bool srd_rma_nic_writing(const struct srd_rma_coll *coll, uint32_t index) {
+  const struct srd_rma_nic *nic = coll->nic;
+  return nic && nic->in_flight && nic->cur.win == index;
+}
+
+void srd_rma_nic_close(struct srd_rma_coll *coll) {
+  struct srd_rma_nic *nic = coll->nic;
+  if (!nic) return;
+  coll->nic = NULL;
+  /* Lock held: progress here completes the last op, bounded. */
+  uint64_t until = srd_now_us() + (uint64_t)srd_param_int(SRD_PARAM_CLOSE_TIMEOUT_MS) * 1000;
+  while (nic->in_flight && srd_now_us() < until) srd_dev_progress(nic->dev);
+  if (!nic->in_flight) {
+    nic_free(nic);
+    return;
+  }
+  SRD_WARN("RMA: a loopback signal write on rail %s outlived the group's close: freed when it completes",
+           nic->dev->rails[0].name);
+  nic->coll = NULL;
+}
