@@ -197,6 +197,9 @@ int srd_rma_gpu_win(struct srd_rma_coll *coll, struct srd_rma_win *w);
 /* Wait for everything queued on w's stream (none for host windows). No lock
  * held: progress goes on meanwhile. */
 int srd_rma_gpu_sync(struct srd_rma_win *w);
+/* iflush: what a NIC wrote into w (gets) made visible to its GPU where the
+ * device needs a flush (gdr.flush), then w's stream waited for. No lock. */
+int srd_rma_gpu_flush(struct srd_rma_win *w);
 /* The group's streams, waited for and closed (srd_rma_coll_free). */
 void srd_rma_gpu_close(struct srd_rma_coll *coll);
 

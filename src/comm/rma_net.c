@@ -395,11 +395,13 @@ ncclResult_t srd_rma_net_flush(void *p, int context, void *mhandle, uint32_t ran
   bool ok = w && w != BAD_WIN && rank < (uint32_t)coll->nranks;
   pthread_mutex_unlock(&coll->dev->lock);
   /* What a write or read of a peer completed is in memory already (host
-   * windows; shm copies into GPU windows synchronously): nothing to wait for
-   * (NULL request). Only self ops on GPU windows may still run on the
-   * window's stream, waited for out of the lock so that progress goes on
-   * (the stream and window outlive a flush NCCL makes of them). */
-  return srd_to_nccl(ok ? srd_rma_gpu_sync(w) : SRD_ERR_ARG);
+   * windows; shm copies into GPU windows synchronously) or is once the
+   * driver flushed GPUDirect writes (a NIC's, where the GPU does not order
+   * them): nothing else to wait for (NULL request). Self ops on GPU windows
+   * may still run on the window's stream, waited for out of the lock so that
+   * progress goes on (the stream and window outlive a flush NCCL makes of
+   * them). */
+  return srd_to_nccl(ok ? srd_rma_gpu_flush(w) : SRD_ERR_ARG);
 }
 
 ncclResult_t srd_rma_net_test(void *p, void *request, int *done) {

@@ -41,6 +41,15 @@ int srd_rma_gpu_sync(struct srd_rma_win *w) {
   return SRD_ERR_SYSTEM;
 }
 
+int srd_rma_gpu_flush(struct srd_rma_win *w) {
+  char err[ERRLEN];
+  if (w->stream && w->coll->dev->gdr.flush && srd_cuda_stream_flush_remote(w->stream, err, sizeof(err))) {
+    SRD_WARN("RMA flush of GPU window %u on CUDA device %d: %s", w->index, w->cuda_dev, err);
+    return SRD_ERR_SYSTEM;
+  }
+  return srd_rma_gpu_sync(w);
+}
+
 void srd_rma_gpu_close(struct srd_rma_coll *coll) {
   for (int d = 0; d < coll->nstreams; d++) srd_cuda_stream_close(coll->streams[d]);
   free(coll->streams);

@@ -2450,6 +2450,21 @@ TEST_F(RmaNic, QueuedSignalsOfAFreedWindowAreDropped) {
   complete_loop();
 }
 
+// iflush of a GPU window a NIC wrote (gets): the driver's flush where the GPU
+// does not order GPUDirect writes, then the window's stream; none without.
+TEST_F(RmaNic, FlushOfAGpuWindowFlushesTheNicsWrites) {
+  windows(0);
+  EXPECT_EQ(SRD_OK, srd_rma_gpu_flush(dwin));
+  ASSERT_EQ(2u, fake::state.calls.size());
+  EXPECT_EQ(fake::State::Call::kFlush, fake::state.calls[0].kind);
+  EXPECT_EQ(fake::primary(0), fake::state.calls[0].ctx);
+  EXPECT_EQ(fake::State::Call::kSync, fake::state.calls[1].kind);
+  b.gdr.flush = false;
+  fake::state.calls.clear();
+  EXPECT_EQ(SRD_OK, srd_rma_gpu_flush(dwin));
+  EXPECT_EQ(0u, count(fake::State::Call::kFlush)) << "flushed where the GPU orders the writes";
+}
+
 // CUDA_DEVICE_MAX_CONNECTIONS for one scope (nullptr: unset), restored after.
 class CudaQueues {
  public:
