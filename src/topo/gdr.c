@@ -291,10 +291,11 @@ int srd_gdr_rma_windows(const char *provider, const struct srd_gdr_decision *gdr
                         char *why, size_t len) {
   bool shm = provider_is(provider, "shm");
   if (!shm && !gdr->nic_writes) {
-    snprintf(why, len, "provider %s %s", provider,
-             gdr->gpu ? "copies GPU data with CUDA calls of its own: GPU windows need efa (a NIC) or shm"
-                      : "offers no GPU memory for one-sided writes: GPU windows need efa or shm");
-    if (!gdr->gpu) snprintf(why + strlen(why), len - strlen(why), " (%s)", gdr->why);
+    if (gdr->gpu)
+      snprintf(why, len, "provider %s copies GPU data with CUDA calls of its own: GPU windows need efa or shm",
+               provider);
+    else
+      snprintf(why, len, "%s: GPU windows need efa or shm", gdr->why);
     return -1;
   }
   if (!gdr->gpu) {

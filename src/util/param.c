@@ -210,16 +210,18 @@ int srd_param_rma_offered(const char **why) {
     return SRD_RMA_HOST;
   }
   if (mode && strcmp(mode, "gpu") == 0) {
-    *why = "host and GPU windows (NCCL_SRD_RMA=gpu), where every rail is shm with FI_HMEM and CUDA can write "
-           "64-bit stream memory";
+    *why = "host and GPU windows (NCCL_SRD_RMA=gpu), where every rail is efa (its NIC writes GPU memory and the "
+           "signals) or shm with FI_HMEM, and CUDA can write 64-bit stream memory";
     return SRD_RMA_GPU;
   }
   /* NCCL registers its signal words in GPU memory. Signals into it work on
-   * shm only, whose target copies run on CUDA's legacy default stream (the
-   * hang DESIGN.md records for two-sided shm): an opt-in, not a default. */
+   * efa by construction, never run on EFA hardware yet, and on shm, whose
+   * target copies run on CUDA's legacy default stream (the hang DESIGN.md
+   * records for two-sided shm): an opt-in, not a default. */
   *why = mode && strcmp(mode, "0") == 0
              ? "off (NCCL_SRD_RMA=0)"
-             : "signals into GPU memory are offered on shm with FI_HMEM only, with NCCL_SRD_RMA=gpu (shm's copies "
-               "use CUDA's legacy stream); NCCL_SRD_RMA=host offers host windows only";
+             : "signals into GPU memory are offered with NCCL_SRD_RMA=gpu only: on efa (not yet run on EFA "
+               "hardware) and on shm with FI_HMEM (a trial: shm's copies use CUDA's legacy stream); "
+               "NCCL_SRD_RMA=host offers host windows only";
   return SRD_RMA_OFF;
 }

@@ -54,7 +54,7 @@ grep -q '"name": "NCCL_SRD_TOPO_FILE"' "$tmp/gpu" || fail "settings lack NCCL_SR
 NCCL_SRD_RMA=gpu FI_PROVIDER=tcp "$bin" > "$tmp/rma" 2>&1 || fail "srd-info with NCCL_SRD_RMA=gpu exited non-zero"
 grep -q '^  one-sided RMA (ncclRma v14)  *not offered: ' "$tmp/rma" ||
   { grep -A1 'one-sided' "$tmp/rma"; fail "NCCL_SRD_RMA=gpu on tcp shown as offered"; }
-grep -q '^    why not  *device 0: provider tcp.* offers no FI_HMEM' "$tmp/rma" ||
+grep -q '^    why not  *device 0: provider tcp.* does not offer FI_HMEM.*GPU windows need efa or shm' "$tmp/rma" ||
   { grep -A1 'one-sided' "$tmp/rma"; fail "NCCL_SRD_RMA=gpu on tcp: no reason naming the device and FI_HMEM"; }
 
 NCCL_SRD_PROVIDER=no-such-provider "$bin" --json > "$tmp/none" 2> "$tmp/none.err"
