@@ -124,7 +124,7 @@ static void *lane_main(void *arg) {
       ssize_t rc = raw_post_op(l->rail->ep, &posting[next]);
       if (rc == -FI_EAGAIN) break; /* completions make room */
       if (rc) {
-        lane_fail(l, (int)rc, posting[next].kind == RAW_LANE_READ ? "fi_read" : "fi_write");
+        lane_fail(l, (int)rc, raw_op_name(posting[next].kind));
         goto out;
       }
     }
@@ -221,6 +221,10 @@ void raw_lanes_stop(struct raw *r) {
     r->lanes[i] = NULL;
   }
   r->lanes_running = 0;
+}
+
+const char *raw_op_name(enum raw_lane_kind kind) {
+  return kind == RAW_LANE_READ ? "fi_read" : kind == RAW_LANE_WRITE ? "fi_write" : "fi_writedata";
 }
 
 ssize_t raw_post_op(struct fid_ep *ep, const struct raw_lane_op *w) {

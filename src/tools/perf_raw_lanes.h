@@ -1,10 +1,11 @@
 /* srd-perf's raw lanes (perf_raw_lanes.c): as many extra endpoints per NIC
  * as the plugin has progress lanes, each fed and reaped by a thread of its
- * own, so that raw writes a large message over as many connections, with as
- * many threads, as the plugin does. A lane's thread alone touches its
- * endpoint and completion queue; the caller hands it writes and takes its
- * completions back through two queues under the lane's lock, so every
- * protocol state stays with the caller's thread. */
+ * own, so that raw moves a large message (two-sided, or srd-perf --rma's
+ * op) over as many connections, with as many threads, as the plugin does.
+ * A lane's thread alone posts on its endpoint and reads its completion
+ * queue; the caller hands it stripes and takes its completions back through
+ * two queues under the lane's lock, so every protocol state stays with the
+ * caller's thread. */
 #ifndef SRD_TOOLS_PERF_RAW_LANES_H
 #define SRD_TOOLS_PERF_RAW_LANES_H
 
@@ -69,6 +70,7 @@ void raw_lanes_stop(struct raw *r);
 int raw_lane_post(struct raw *r, int rail, const struct raw_lane_op *w);
 /* Post a stripe on an endpoint: fi_writedata, fi_write or fi_read. */
 ssize_t raw_post_op(struct fid_ep *ep, const struct raw_lane_op *w);
+const char *raw_op_name(enum raw_lane_kind kind);
 /* Wake the lanes and hand their completions to on_completion. */
 int raw_lanes_progress(struct raw *r, void (*on_completion)(struct raw *r, const struct fi_cq_data_entry *e));
 /* The rails a message of size bytes is written on: *first and the count.

@@ -3,10 +3,11 @@
  * around it: fi_write for a put, fi_read for a get, and for put+signal
  * fi_writedata whose remote completions (their immediate data) are the
  * signal. It opens the rails and lanes srd-perf --raw opens (perf_raw.c,
- * perf_raw_lanes.c): below the plugin's stripe threshold an op goes whole
- * on the NICs' own endpoints (one on a one-NIC group); from the threshold
- * up it is split over as many lanes as the plugin has, each an endpoint
- * with a thread of its own, as the plugin stripes its RMA.
+ * perf_raw_lanes.c): below the plugin's stripe threshold an op goes on the
+ * NICs' own endpoints (whole on a one-NIC group, split over the NICs as
+ * --raw splits); from the threshold up it is split over as many lanes as
+ * the plugin has, each an endpoint with a thread of its own, as the plugin
+ * stripes its RMA.
  *
  * The signal of a striped put: every stripe is an fi_writedata carrying
  * {sequence, stripe count} (raw_imm), and the target counts a signal once
@@ -178,10 +179,6 @@ static int rma_dereg(struct perf_rma *t, void *win) {
   return 0;
 }
 
-static const char *op_name(enum raw_lane_kind kind) {
-  return kind == RAW_LANE_READ ? "fi_read" : kind == RAW_LANE_WRITE ? "fi_write" : "fi_writedata";
-}
-
 /* size bytes between our local window at local_off and the peer's remote
  * one at remote_off, as kind, split over the rails raw_stripe_rails picks
  * for the size. 0 with *req NULL: every request is taken, call again. */
@@ -223,7 +220,7 @@ static int post_op(struct rma_raw *r, enum raw_lane_kind kind, struct raw_window
                             .key = remote->peer.key[rail % r->peer_nrails]};
     q->pending++;
     if (rail >= r->raw.nnics ? raw_lane_post(&r->raw, rail, &w)
-                             : POST_RETRY_WITH(progress(r), raw_post_op(r->raw.rails[rail].ep, &w), op_name(kind)))
+                             : POST_RETRY_WITH(progress(r), raw_post_op(r->raw.rails[rail].ep, &w), raw_op_name(kind)))
       return -1; /* the transport is broken; stripes already posted keep the request */
   }
   *req = q;
