@@ -36,9 +36,7 @@
 #include "perf_rma.h"
 
 #define REQS (PERF_MAX_WINDOW + 4) /* ops in flight: srd-perf's window and a few more */
-#define REQ_STRIPES                                                                                                    \
-  RAW_MAX_RAILS /* one a rail; more only where max_msg_size cuts stripes                                               \
-                   smaller */
+#define REQ_STRIPES RAW_MAX_RAILS  /* one a rail; more only where max_msg_size cuts stripes smaller */
 
 struct rma_req;
 
