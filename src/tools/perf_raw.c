@@ -240,15 +240,9 @@ static int raw_isend(struct perf_transport *t, void *send_comm, void *buf, size_
                (unsigned long long)cts->len, seq, size);
     return -1;
   }
-  /* Stripe across the rails, 128-byte aligned, none below the plugin's
-   * smallest stripe, each within max_msg_size. */
   int first_rail, nrails = raw_stripe_rails(c->r, size, &first_rail);
   if (nrails < 0) return -1;
-  size_t stripe = (size + (size_t)nrails - 1) / (size_t)nrails;
-  stripe = (stripe + RAW_STRIPE_ALIGN - 1) & ~(size_t)(RAW_STRIPE_ALIGN - 1);
-  if (stripe < c->r->min_stripe) stripe = c->r->min_stripe;
-  size_t max_msg = c->r->rails[0].max_msg;
-  if (stripe > max_msg) stripe = max_msg & ~(size_t)(RAW_STRIPE_ALIGN - 1);
+  size_t stripe = raw_stripe_len(c->r, size, nrails);
   size_t nstripes = size ? (size + stripe - 1) / stripe : 1;
   if (nstripes > RAW_MAX_STRIPES) {
     perf_error("raw: %zu bytes need %zu stripes (max %d)", size, nstripes, RAW_MAX_STRIPES);
@@ -275,13 +269,10 @@ static int raw_isend(struct perf_transport *t, void *send_comm, void *buf, size_
     struct raw_op *op = &req->ops[i];
     *op = (struct raw_op){.kind = OP_DATA, .comm = c, .req = req};
     req->pending++;
-    struct raw_lane_write w = {op, (char *)buf + off, len, m->desc[rail], imm, c->peer[rail], cts->addr + off,
-                               cts->key[peer_rail]};
+    struct raw_lane_op w = {RAW_LANE_WRITEDATA, &op->fi_ctx, (char *)buf + off, len, m->desc[rail], imm,
+                            c->peer[rail], cts->addr + off, cts->key[peer_rail]};
     if (rail >= c->r->nnics ? raw_lane_post(c->r, rail, &w)
-                            : POST_RETRY(c,
-                                         fi_writedata(c->r->rails[rail].ep, w.buf, w.len, w.desc, w.imm, w.dest,
-                                                      w.addr, w.key, &op->fi_ctx),
-                                         "fi_writedata"))
+                            : POST_RETRY(c, raw_post_op(c->r->rails[rail].ep, &w), "fi_writedata"))
       return -1; /* the comm is broken; the request stays referenced by posted writes */
     c->inflight++;
   }
@@ -312,15 +303,18 @@ static int raw_close_listen(struct perf_transport *t, void *listen_comm) {
   return 0;
 }
 
-static void raw_destroy(struct perf_transport *t) {
-  struct raw *r = as_raw(t);
+void raw_close(struct raw *r) {
   raw_close_endpoints(r);
   for (int i = 0; i < r->nrails; i++) {
     if (r->rails[i].domain) fi_close(&r->rails[i].domain->fid);
     if (r->rails[i].fabric) fi_close(&r->rails[i].fabric->fid);
     fi_freeinfo(r->rails[i].info);
   }
-  free(r);
+}
+
+static void raw_destroy(struct perf_transport *t) {
+  raw_close(as_raw(t));
+  free(t);
 }
 
 static const struct perf_transport_ops raw_ops = {
@@ -383,49 +377,58 @@ void raw_describe(struct raw *r) {
            lanes > 1 ? "the threads' lanes" : "every NIC", r->base.cuda ? ", FI_HMEM" : "");
 }
 
-struct perf_transport *perf_raw_open(int dev, int cuda) {
+int raw_open_rails(struct raw *r, int dev, int cuda) {
   /* Counted, as a plugin's process is, by both sides' lane sizing. */
   srd_host_procs_join();
   struct srd_nic_list nics;
   if (srd_topo_discover(&nics)) {
     perf_error("raw: no usable libfabric provider or NIC (run srd-info)");
-    return NULL;
+    return -1;
   }
+  int rc = -1;
   struct srd_topo *topo = calloc(1, sizeof(*topo));
-  struct raw *r = calloc(1, sizeof(*r));
-  if (!topo || !r) {
+  if (!topo) {
     perf_error("raw: out of memory");
-    goto fail;
+    goto out;
   }
   srd_topo_group_or_all(&nics, (int)srd_param_int(SRD_PARAM_RAILS), topo);
   if (dev >= topo->ngroups) {
     perf_error("raw: --dev %d: there are %d NIC groups", dev, topo->ngroups);
-    goto fail;
+    goto out;
   }
   const struct srd_device_group *g = &topo->groups[dev];
-  r->base.ops = &raw_ops;
   r->base.cuda = cuda;
   snprintf(r->base.kind, sizeof(r->base.kind), "raw");
   snprintf(r->base.provider, sizeof(r->base.provider), "%s", nics.provider);
-  r->base.max_recvs = PERF_TEST_SIZES;
   int n = snprintf(r->base.device, sizeof(r->base.device), "group %d of %d:", dev, topo->ngroups);
   for (int i = 0; i < g->nnics && r->nrails < RAW_MAX_RAILS; i++) {
     const struct srd_nic *nic = &nics.nics[g->nics[i]];
-    if (open_rail(&r->rails[r->nrails++], nic, cuda)) goto fail;
+    if (open_rail(&r->rails[r->nrails++], nic, cuda)) goto out;
     if (n < (int)sizeof(r->base.device))
       n += snprintf(r->base.device + n, sizeof(r->base.device) - (size_t)n, " %s", nic->name);
   }
   r->nnics = r->nrails;
   r->stripe_threshold = (size_t)srd_param_int(SRD_PARAM_STRIPE_THRESHOLD);
   r->min_stripe = ((size_t)srd_param_int(SRD_PARAM_MIN_STRIPE) + RAW_STRIPE_ALIGN - 1) & ~(size_t)(RAW_STRIPE_ALIGN - 1);
-  if (raw_open_endpoints(r)) goto fail;
+  rc = 0;
+out:
+  free(topo);
+  srd_topo_free(&nics);
+  return rc;
+}
+
+struct perf_transport *perf_raw_open(int dev, int cuda) {
+  struct raw *r = calloc(1, sizeof(*r));
+  if (!r) {
+    perf_error("raw: out of memory");
+    return NULL;
+  }
+  r->base.ops = &raw_ops;
+  r->base.max_recvs = PERF_TEST_SIZES;
+  if (raw_open_rails(r, dev, cuda) || raw_open_endpoints(r)) {
+    raw_destroy(&r->base);
+    return NULL;
+  }
   raw_describe(r);
-  free(topo);
-  srd_topo_free(&nics);
   return &r->base;
-fail:
-  if (r) raw_destroy(&r->base);
-  free(topo);
-  srd_topo_free(&nics);
-  return NULL;
 }

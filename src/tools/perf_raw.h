@@ -1,5 +1,6 @@
-/* Internal to srd-perf's raw-libfabric transport (perf_raw.c, perf_raw_comm.c, perf_raw_lanes.c):
- * wire formats, state, and the connection machinery both files use. */
+/* Internal to srd-perf's raw-libfabric transports (perf_raw.c, perf_raw_comm.c, perf_raw_lanes.c;
+ * perf_rma_raw.c opens its rails and lanes here too): wire formats, state, and the machinery the
+ * files share. */
 #ifndef SRD_TOOLS_PERF_RAW_H
 #define SRD_TOOLS_PERF_RAW_H
 
@@ -208,18 +209,20 @@ struct raw_listen {
   int accepted;
 };
 
-/* Post with retries while the provider says EAGAIN; progress frees room. */
-#define POST_RETRY(c, expr, what)                                                                                      \
+/* Post with retries while the provider says EAGAIN; progress (0, or -1 on
+ * failure) frees room. */
+#define POST_RETRY_WITH(progress, expr, what)                                                                          \
   ({                                                                                                                   \
     ssize_t rc_;                                                                                                       \
     double deadline_ = raw_now_s() + RAW_POST_TIMEOUT_S;                                                               \
     while ((rc_ = (expr)) == -FI_EAGAIN) {                                                                             \
-      if (raw_comm_progress(c)) break;                                                                                 \
+      if (progress) break;                                                                                             \
       if (raw_now_s() > deadline_) break;                                                                              \
     }                                                                                                                  \
     rc_ == -FI_EAGAIN ? (perf_error("raw: %s: provider busy for %d s", what, RAW_POST_TIMEOUT_S), -1)                  \
                       : raw_fi_check((int)rc_, what);                                                                  \
   })
+#define POST_RETRY(c, expr, what) POST_RETRY_WITH(raw_comm_progress(c), expr, what)
 
 int raw_fi_check(int rc, const char *what);
 double raw_now_s(void);
@@ -231,14 +234,25 @@ int raw_send_ctrl(struct raw_comm *c, int slot, size_t len);
 int raw_try_send_staged(struct raw_comm *c);
 /* shm endpoints (before fi_enable) get a name no earlier process used. */
 int raw_name_shm_endpoint(const char *provider, struct fid_ep *ep);
+/* The NICs of group dev, a rail each (domains, no endpoints yet), and the
+ * plugin's striping settings; raw_close undoes it, a failure too. */
+int raw_open_rails(struct raw *r, int dev, int cuda);
+void raw_close(struct raw *r);
 int raw_open_domain(struct raw_rail *rail);
 int raw_open_endpoint(struct raw *r, struct raw_rail *rail);
 int raw_open_endpoints(struct raw *r);
 void raw_describe(struct raw *r);
 void raw_close_endpoints(struct raw *r);
+/* Reap every rail's completions (the lanes' through their threads) into
+ * on_entry; -1 once a rail failed, said why. */
+int raw_poll(struct raw *r, void (*on_entry)(struct raw *r, const struct fi_cq_data_entry *e));
 int raw_progress(struct raw *r);
 int raw_fill_names(struct raw *r, struct raw_names *names);
 struct raw_peer *raw_peer_insert(struct raw *r, int rail, const void *name, size_t len);
+/* The peer's rails (names) into ours 0..nrails-1: rail i reaches the peer's
+ * rail i mod its count, at peer[i]; *first is rail 0's peer. */
+int raw_peer_insert_rails(struct raw *r, int nrails, const struct raw_names *names, fi_addr_t *peer,
+                          struct raw_peer **first);
 int raw_comm_progress(struct raw_comm *c);
 struct raw_req *raw_req_new(struct raw_comm *c);
 void raw_req_free(struct raw_req *req);

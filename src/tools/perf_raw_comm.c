@@ -156,24 +156,29 @@ struct raw_peer *raw_peer_insert(struct raw *r, int rail, const void *name, size
   return p;
 }
 
-/* The peer's rails: local rail i sends to peer rail i mod n. */
-static int insert_peer(struct raw_comm *c, const struct raw_names *names) {
+int raw_peer_insert_rails(struct raw *r, int nrails, const struct raw_names *names, fi_addr_t *peer,
+                          struct raw_peer **first) {
   if (names->nrails == 0 || names->nrails > RAW_MAX_RAILS) {
     perf_error("raw: peer announced %u rails", names->nrails);
     return -1;
   }
-  c->peer_nrails = (int)names->nrails;
-  for (int i = 0; i < c->nrails; i++) {
-    int pr = i % c->peer_nrails;
+  for (int i = 0; i < nrails; i++) {
+    uint32_t pr = (uint32_t)i % names->nrails;
     if (names->len[pr] == 0 || names->len[pr] > RAW_NAME_MAX) {
-      perf_error("raw: peer rail %d has a malformed address", pr);
+      perf_error("raw: peer rail %u has a malformed address", pr);
       return -1;
     }
-    struct raw_peer *p = raw_peer_insert(c->r, i, names->name[pr], names->len[pr]);
+    struct raw_peer *p = raw_peer_insert(r, i, names->name[pr], names->len[pr]);
     if (!p) return -1;
-    c->peer[i] = p->addr;
-    if (i == 0) c->peer0 = p;
+    peer[i] = p->addr;
+    if (i == 0) *first = p;
   }
+  return 0;
+}
+
+static int insert_peer(struct raw_comm *c, const struct raw_names *names) {
+  if (raw_peer_insert_rails(c->r, c->nrails, names, c->peer, &c->peer0)) return -1;
+  c->peer_nrails = (int)names->nrails;
   return 0;
 }
 
@@ -325,9 +330,9 @@ static void on_completion(struct raw *r, const struct fi_cq_data_entry *e) {
   }
 }
 
-int raw_progress(struct raw *r) {
+int raw_poll(struct raw *r, void (*on_entry)(struct raw *r, const struct fi_cq_data_entry *e)) {
   struct fi_cq_data_entry e[16];
-  if (!r->failed && r->lanes_running && raw_lanes_progress(r, on_completion)) r->failed = 1;
+  if (!r->failed && r->lanes_running && raw_lanes_progress(r, on_entry)) r->failed = 1;
   for (int k = 0; k < r->nnics && !r->failed; k++) {
     for (;;) {
       ssize_t n = fi_cq_read(r->rails[k].cq, e, 16);
@@ -342,10 +347,15 @@ int raw_progress(struct raw *r) {
         return -1;
       }
       if (n < 0) return raw_fi_check((int)n, "fi_cq_read"), r->failed = 1, -1;
-      for (ssize_t i = 0; i < n; i++) on_completion(r, &e[i]);
+      for (ssize_t i = 0; i < n; i++) on_entry(r, &e[i]);
       if (n < 16) break;
     }
   }
+  return r->failed ? -1 : 0;
+}
+
+int raw_progress(struct raw *r) {
+  if (raw_poll(r, on_completion)) return -1;
   if (r->credits_due) {
     r->credits_due = 0;
     for (struct raw_comm *c = r->comms; c; c = c->next)

@@ -103,9 +103,9 @@ static void lane_sleep(struct raw_lane *l, unsigned seen, long us) {
 
 static void *lane_main(void *arg) {
   struct raw_lane *l = arg;
-  struct raw_lane_write *posting = NULL; /* taken from todo, posted from next on */
+  struct raw_lane_op *posting = NULL; /* taken from todo, posted from next on */
   size_t nposting = 0, next = 0, posting_cap = 0;
-  int outstanding = 0; /* writes posted, not complete */
+  int outstanding = 0; /* stripes posted, not complete */
   unsigned seen = atomic_load(&l->activity);
   uint64_t quiet_since = srd_now_us();
   long sleep_us = LANE_SLEEP_MIN_US;
@@ -113,7 +113,7 @@ static void *lane_main(void *arg) {
     int worked = 0;
     if (next == nposting) { /* swap the queue for the empty array */
       pthread_mutex_lock(&l->lock);
-      struct raw_lane_write *t = l->todo;
+      struct raw_lane_op *t = l->todo;
       size_t tcap = l->todo_cap;
       l->todo = posting, l->todo_cap = posting_cap;
       posting = t, posting_cap = tcap, nposting = l->ntodo, next = 0;
@@ -121,11 +121,10 @@ static void *lane_main(void *arg) {
       pthread_mutex_unlock(&l->lock);
     }
     for (; next < nposting; next++, outstanding++, worked = 1) {
-      const struct raw_lane_write *w = &posting[next];
-      ssize_t rc = fi_writedata(l->rail->ep, w->buf, w->len, w->desc, w->imm, w->dest, w->addr, w->key, &w->op->fi_ctx);
+      ssize_t rc = raw_post_op(l->rail->ep, &posting[next]);
       if (rc == -FI_EAGAIN) break; /* completions make room */
       if (rc) {
-        lane_fail(l, (int)rc, "fi_writedata");
+        lane_fail(l, (int)rc, raw_op_name(posting[next].kind));
         goto out;
       }
     }
@@ -224,14 +223,29 @@ void raw_lanes_stop(struct raw *r) {
   r->lanes_running = 0;
 }
 
-int raw_lane_post(struct raw *r, int rail, const struct raw_lane_write *w) {
+const char *raw_op_name(enum raw_lane_kind kind) {
+  return kind == RAW_LANE_READ ? "fi_read" : kind == RAW_LANE_WRITE ? "fi_write" : "fi_writedata";
+}
+
+ssize_t raw_post_op(struct fid_ep *ep, const struct raw_lane_op *w) {
+  switch (w->kind) {
+  case RAW_LANE_WRITE:
+    return fi_write(ep, w->buf, w->len, w->desc, w->dest, w->addr, w->key, w->ctx);
+  case RAW_LANE_READ:
+    return fi_read(ep, w->buf, w->len, w->desc, w->dest, w->addr, w->key, w->ctx);
+  default:
+    return fi_writedata(ep, w->buf, w->len, w->desc, w->imm, w->dest, w->addr, w->key, w->ctx);
+  }
+}
+
+int raw_lane_post(struct raw *r, int rail, const struct raw_lane_op *w) {
   struct raw_lane *l = r->lanes[rail];
   pthread_mutex_lock(&l->lock);
   int ok = !grow((void **)&l->todo, &l->todo_cap, l->ntodo + 1, sizeof(*l->todo));
   if (ok) l->todo[l->ntodo++] = *w;
   if (ok && atomic_load(&l->sleeping)) pthread_cond_signal(&l->wake);
   pthread_mutex_unlock(&l->lock);
-  if (!ok) perf_error("raw: out of memory queueing a write on rail %d", rail);
+  if (!ok) perf_error("raw: out of memory queueing a stripe on rail %d", rail);
   return ok ? 0 : -1;
 }
 
@@ -261,4 +275,13 @@ int raw_stripe_rails(struct raw *r, size_t size, int *first) {
   if (raw_lanes_start(r)) return -1;
   *first = r->nnics;
   return r->nrails - r->nnics;
+}
+
+size_t raw_stripe_len(const struct raw *r, size_t size, int nrails) {
+  size_t stripe = (size + (size_t)nrails - 1) / (size_t)nrails;
+  stripe = (stripe + RAW_STRIPE_ALIGN - 1) & ~(size_t)(RAW_STRIPE_ALIGN - 1);
+  if (stripe < r->min_stripe) stripe = r->min_stripe;
+  size_t max_msg = r->rails[0].max_msg;
+  if (stripe > max_msg) stripe = max_msg & ~(size_t)(RAW_STRIPE_ALIGN - 1);
+  return stripe;
 }

@@ -1,10 +1,11 @@
 /* srd-perf's raw lanes (perf_raw_lanes.c): as many extra endpoints per NIC
  * as the plugin has progress lanes, each fed and reaped by a thread of its
- * own, so that raw writes a large message over as many connections, with as
- * many threads, as the plugin does. A lane's thread alone touches its
- * endpoint and completion queue; the caller hands it writes and takes its
- * completions back through two queues under the lane's lock, so every
- * protocol state stays with the caller's thread. */
+ * own, so that raw moves a large message (two-sided, or srd-perf --rma's
+ * op) over as many connections, with as many threads, as the plugin does.
+ * A lane's thread alone posts on its endpoint and reads its completion
+ * queue; the caller hands it stripes and takes its completions back through
+ * two queues under the lane's lock, so every protocol state stays with the
+ * caller's thread. */
 #ifndef SRD_TOOLS_PERF_RAW_LANES_H
 #define SRD_TOOLS_PERF_RAW_LANES_H
 
@@ -17,12 +18,17 @@
 #include <rdma/fi_eq.h>
 
 struct raw;
-struct raw_op;
 struct raw_rail;
 
-/* One stripe: fi_writedata's arguments. */
-struct raw_lane_write {
-  struct raw_op *op;
+/* What a lane posts for a stripe: two-sided messages write with immediate
+ * data; srd-perf --rma writes (put), writes with data (put+signal) and
+ * reads (get). */
+enum raw_lane_kind { RAW_LANE_WRITEDATA, RAW_LANE_WRITE, RAW_LANE_READ };
+
+/* One stripe: the libfabric call's arguments (imm for writedata only). */
+struct raw_lane_op {
+  enum raw_lane_kind kind;
+  struct fi_context2 *ctx;
   void *buf;
   size_t len;
   void *desc;
@@ -41,7 +47,7 @@ struct raw_lane {
   atomic_int sleeping;
   atomic_int stop;
   /* Under lock. */
-  struct raw_lane_write *todo; /* writes to post */
+  struct raw_lane_op *todo; /* stripes to post */
   size_t ntodo, todo_cap;
   struct fi_cq_data_entry *done; /* completions for the caller */
   size_t ndone, done_cap;
@@ -61,12 +67,18 @@ int raw_lanes_open(struct raw *r);
 int raw_lanes_start(struct raw *r);
 void raw_lanes_stop(struct raw *r);
 /* Queue a stripe on rail (a lane's). */
-int raw_lane_post(struct raw *r, int rail, const struct raw_lane_write *w);
+int raw_lane_post(struct raw *r, int rail, const struct raw_lane_op *w);
+/* Post a stripe on an endpoint: fi_writedata, fi_write or fi_read. */
+ssize_t raw_post_op(struct fid_ep *ep, const struct raw_lane_op *w);
+const char *raw_op_name(enum raw_lane_kind kind);
 /* Wake the lanes and hand their completions to on_completion. */
 int raw_lanes_progress(struct raw *r, void (*on_completion)(struct raw *r, const struct fi_cq_data_entry *e));
 /* The rails a message of size bytes is written on: *first and the count.
  * From the stripe threshold up, the lanes' (their threads started here),
  * below it, lane 0's, the NICs' own endpoints. */
 int raw_stripe_rails(struct raw *r, size_t size, int *first);
+/* The stripe of a size-byte message over nrails: 128-byte aligned, none
+ * below the plugin's smallest stripe, each within max_msg_size. */
+size_t raw_stripe_len(const struct raw *r, size_t size, int nrails);
 
 #endif

@@ -50,8 +50,9 @@ struct perf_rma {
  * NCCL device dev. NULL after printing why (no table, init refused: the
  * plugin's reason). */
 struct perf_transport *perf_rma_plugin_open(const char *path, int dev);
-/* libfabric RMA on the provider and NIC group dev the plugin would use: one
- * endpoint on the group's first NIC. */
+/* libfabric RMA on the provider and NIC group dev the plugin would use, on
+ * srd-perf --raw's rails: the NICs' endpoints, and from the plugin's stripe
+ * threshold up as many lanes (an endpoint and a thread each) as it has. */
 struct perf_transport *perf_rma_raw_open(int dev);
 
 /* The patterns, in step on both sides like perf_session_*. */

@@ -1,334 +1,293 @@
 /* srd-perf --rma, raw half: what a libfabric program does for one-sided
- * RMA on the provider and NIC the plugin would use, with nothing around it:
- * fi_write for a put, fi_read for a get, and for put+signal one fi_writedata
- * whose remote completion (its immediate data) is the signal: the target
- * counts the completions its CQ reports, which it sees only once the data
- * landed. The plugin must carry a signal into a memory word and order it
- * after striped writes; this is the cheapest a single-endpoint program can
- * pay for the same promise. One endpoint on the group's first NIC. */
-#include <limits.h>
+ * RMA on the provider and NIC group the plugin would use, with nothing
+ * around it: fi_write for a put, fi_read for a get, and for put+signal
+ * fi_writedata whose remote completions (their immediate data) are the
+ * signal. It opens the rails and lanes srd-perf --raw opens (perf_raw.c,
+ * perf_raw_lanes.c): below the plugin's stripe threshold an op goes on the
+ * NICs' own endpoints (whole on a one-NIC group, split over the NICs as
+ * --raw splits); from the threshold up it is split over as many lanes as
+ * the plugin has, each an endpoint with a thread of its own, as the plugin
+ * stripes its RMA.
+ *
+ * The signal of a striped put: every stripe is an fi_writedata carrying
+ * {sequence, stripe count} (raw_imm), and the target counts a signal once
+ * it saw that many remote completions of the sequence. A remote completion
+ * is reported only after its stripe's data landed, on any endpoint, so the
+ * signal cannot overtake any of the op's data. Writing the data with
+ * fi_write and one signal after their local completions would not do:
+ * local completion of a write does not mean remote placement (tcp). The
+ * sequence ring (RAW_RING) is far above the ops srd-perf keeps in flight.
+ * No receives are posted: the provider's mode never has FI_RX_CQ_DATA
+ * (srd_topo_discover's hints). */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <rdma/fabric.h>
-#include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
-#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
-#include <rdma/fi_rma.h>
 
 #include "perf_ctrl.h"
 #include "perf_log.h"
 #include "perf_raw.h"
 #include "perf_rma.h"
-#include "srd/param.h"
-#include "srd/topo.h"
 
 #define REQS (PERF_MAX_WINDOW + 4) /* ops in flight: srd-perf's window and a few more */
-#define RX_SLOTS 64                /* receives a writedata may consume (FI_RX_CQ_DATA providers) */
-#define RX_BYTES 64
+#define REQ_STRIPES RAW_MAX_RAILS  /* one a rail; more only where max_msg_size cuts stripes smaller */
 
-struct raw_rma_req {
+struct rma_req;
+
+struct rma_stripe {
   struct fi_context2 fi_ctx; /* first: the completion's op_context */
-  int in_use, done;
+  struct rma_req *req;
+};
+
+struct rma_req {
+  int in_use, pending; /* pending: stripes not complete */
+  struct rma_stripe stripes[REQ_STRIPES];
+};
+
+/* What a registration tells the peer: its window on each of its rails. */
+struct window_wire {
+  uint64_t addr, len;
+  uint32_t nkeys, pad;
+  uint64_t key[RAW_MAX_RAILS];
 };
 
 struct raw_window {
-  struct fid_mr *mr;
-  void *desc;
-  char *base;
-  uint64_t peer_addr, peer_key, peer_len; /* the peer's window of the same index */
-};
-
-/* What a registration tells the peer. */
-struct raw_window_wire {
-  uint64_t addr, key, len;
+  struct raw_mr mr;
+  struct window_wire peer; /* the peer's window of the same index */
 };
 
 struct rma_raw {
   struct perf_rma base;
-  struct fi_info *info;
-  struct fid_fabric *fabric;
-  struct fid_domain *domain;
-  struct fid_ep *ep;
-  struct fid_av *av;
-  struct fid_cq *cq;
-  fi_addr_t peer;
+  struct raw raw;                /* rails and lanes, as srd-perf --raw opens them */
+  fi_addr_t peer[RAW_MAX_RAILS]; /* rail i reaches the peer's rail i mod its count */
+  int peer_nrails;
   int fd, timeout_s;
-  uint64_t next_key, signals;
-  size_t max_msg;
-  struct raw_rma_req reqs[REQS];
-  struct fi_context2 rx_ctx[RX_SLOTS];
-  char *rx_buf;
-  struct fid_mr *rx_mr;
+  uint32_t signal_seq;             /* origin: the next put+signal's sequence */
+  uint64_t signals;                /* target: the peer's put+signals whose stripes all landed */
+  uint16_t stripes_seen[RAW_RING]; /* target: stripes landed, by sequence */
+  struct rma_req reqs[REQS];
 };
 
 static struct rma_raw *as_rma_raw(struct perf_rma *t) { return (struct rma_raw *)t; }
+static struct rma_raw *rma_of(struct raw *r) { return (struct rma_raw *)((char *)r - offsetof(struct rma_raw, raw)); }
 
-static int post_rx(struct rma_raw *r, int slot) {
-  return raw_fi_check((int)fi_recv(r->ep, r->rx_buf + (size_t)slot * RX_BYTES, RX_BYTES, fi_mr_desc(r->rx_mr),
-                                   FI_ADDR_UNSPEC, &r->rx_ctx[slot]),
-                      "fi_recv");
-}
-
-static int rx_slot_of(struct rma_raw *r, void *ctx) {
-  for (int i = 0; i < RX_SLOTS; i++)
-    if (ctx == &r->rx_ctx[i]) return i;
-  return -1;
-}
-
-static int progress(struct rma_raw *r) {
-  struct fi_cq_data_entry e[16];
-  for (;;) {
-    ssize_t n = fi_cq_read(r->cq, e, 16);
-    if (n == -FI_EAGAIN) return 0;
-    if (n == -FI_EAVAIL) {
-      struct fi_cq_err_entry err;
-      memset(&err, 0, sizeof(err));
-      fi_cq_readerr(r->cq, &err, 0);
-      perf_error("raw RMA: an op failed: %s (provider: %s)", fi_strerror(err.err),
-                 fi_cq_strerror(r->cq, err.prov_errno, err.err_data, NULL, 0));
-      return -1;
+static void on_completion(struct raw *raw, const struct fi_cq_data_entry *e) {
+  struct rma_raw *r = rma_of(raw);
+  if (e->flags & FI_REMOTE_CQ_DATA) { /* a stripe of the peer's put+signal landed */
+    uint32_t seq = raw_imm_seq(e->data);
+    if (++r->stripes_seen[seq] == raw_imm_stripes(e->data)) {
+      r->stripes_seen[seq] = 0;
+      r->signals++;
     }
-    if (n < 0) return raw_fi_check((int)n, "fi_cq_read");
-    for (ssize_t i = 0; i < n; i++) {
-      int slot = rx_slot_of(r, e[i].op_context);
-      if (e[i].flags & FI_REMOTE_CQ_DATA) r->signals++;
-      if (slot >= 0) {
-        if (post_rx(r, slot)) return -1;
-      } else if (!(e[i].flags & FI_REMOTE_CQ_DATA)) {
-        ((struct raw_rma_req *)e[i].op_context)->done = 1;
-      }
-    }
-    if (n < 16) return 0;
+    return;
   }
+  ((struct rma_stripe *)e->op_context)->req->pending--;
 }
 
-static struct raw_rma_req *take_req(struct rma_raw *r) {
+static int progress(struct rma_raw *r) { return raw_poll(&r->raw, on_completion); }
+
+static struct rma_req *take_req(struct rma_raw *r) {
   for (int i = 0; i < REQS; i++)
     if (!r->reqs[i].in_use) {
-      r->reqs[i] = (struct raw_rma_req){.in_use = 1};
+      r->reqs[i].in_use = 1;
+      r->reqs[i].pending = 0;
       return &r->reqs[i];
     }
   return NULL;
 }
 
-static int raw_connect(struct perf_rma *t, int fd, int is_client, int timeout_s) {
+static void describe(struct rma_raw *r) {
+  int lanes = r->raw.nrails / r->raw.nnics;
+  snprintf(r->base.base.description, sizeof(r->base.base.description),
+           "raw libfabric %s (fi_write; putsig: fi_writedata, their remote completions the signal; fi_read; %d NIC%s "
+           "x %d lane%s, one endpoint each%s; ops of %zu B or more striped over %s)",
+           r->raw.base.provider, r->raw.nnics, r->raw.nnics == 1 ? "" : "s", lanes, lanes == 1 ? "" : "s",
+           lanes > 1 ? ", a thread per lane but the first" : "", r->raw.stripe_threshold,
+           lanes > 1 ? "the threads' lanes" : "every NIC");
+}
+
+/* The lanes open here, as srd-perf --raw opens them at its connect; then
+ * every rail's address goes to the peer. */
+static int rma_connect(struct perf_rma *t, int fd, int is_client, int timeout_s) {
   struct rma_raw *r = as_rma_raw(t);
   (void)is_client;
   r->fd = fd;
   r->timeout_s = timeout_s;
-  uint8_t mine[256], theirs[256];
-  size_t len = sizeof(mine);
-  memset(mine, 0, sizeof(mine));
-  if (raw_fi_check(fi_getname(&r->ep->fid, mine, &len), "fi_getname") ||
-      perf_ctrl_send(fd, mine, sizeof(mine), timeout_s, "the raw RMA address") ||
-      perf_ctrl_recv(fd, theirs, sizeof(theirs), timeout_s, "the raw RMA address"))
+  struct raw_names mine, theirs;
+  struct raw_peer *first;
+  memset(&mine, 0, sizeof(mine));
+  if (raw_lanes_open(&r->raw) || raw_fill_names(&r->raw, &mine) ||
+      perf_ctrl_send(fd, &mine, sizeof(mine), timeout_s, "the raw RMA addresses") ||
+      perf_ctrl_recv(fd, &theirs, sizeof(theirs), timeout_s, "the raw RMA addresses") ||
+      raw_peer_insert_rails(&r->raw, r->raw.nrails, &theirs, r->peer, &first))
     return -1;
-  if (fi_av_insert(r->av, theirs, 1, &r->peer, 0, NULL) != 1) {
-    perf_error("raw RMA: fi_av_insert of the peer's address failed");
-    return -1;
-  }
+  r->peer_nrails = (int)theirs.nrails;
+  describe(r);
   return 0;
 }
 
-static int raw_disconnect(struct perf_rma *t) {
-  (void)t; /* the endpoint and its address vector go with the transport */
+static int rma_disconnect(struct perf_rma *t) {
+  (void)t; /* the endpoints and their address vectors go with the transport */
   return 0;
 }
 
-static int raw_reg(struct perf_rma *t, void *buf, size_t len, void **win) {
+static int rma_reg(struct perf_rma *t, void *buf, size_t len, void **win) {
   struct rma_raw *r = as_rma_raw(t);
   struct raw_window *w = calloc(1, sizeof(*w));
-  if (!w) return -1;
-  int prov_key = (r->info->domain_attr->mr_mode & FI_MR_PROV_KEY) != 0;
-  if (raw_fi_check(fi_mr_reg(r->domain, buf, len, FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE, 0,
-                             prov_key ? 0 : ++r->next_key, 0, &w->mr, NULL),
-                   "fi_mr_reg")) {
+  if (!w) {
+    perf_error("raw RMA: out of memory");
+    return -1;
+  }
+  /* A target cannot tell when striped ops come, and a provider with manual
+   * progress (tcp) lands them only while their lane is polled: the lanes'
+   * threads start once a window can take one. */
+  if ((len >= r->raw.stripe_threshold && raw_lanes_start(&r->raw)) ||
+      raw_register_on_rails(&r->raw, buf, len, 0, &w->mr)) {
     free(w);
     return -1;
   }
-  w->desc = fi_mr_desc(w->mr);
-  w->base = buf;
   /* Offset-based providers address the peer's window from 0. */
-  int virt = (r->info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
-  struct raw_window_wire mine = {virt ? (uint64_t)(uintptr_t)buf : 0, fi_mr_key(w->mr), len}, theirs;
-  if (perf_ctrl_send(r->fd, &mine, sizeof(mine), r->timeout_s, "the raw RMA window") ||
-      perf_ctrl_recv(r->fd, &theirs, sizeof(theirs), r->timeout_s, "the raw RMA window")) {
-    fi_close(&w->mr->fid);
+  struct window_wire mine = {r->raw.rails[0].virt_addr ? (uint64_t)(uintptr_t)buf : 0, len, (uint32_t)w->mr.nrails};
+  for (int i = 0; i < w->mr.nrails; i++) mine.key[i] = w->mr.key[i];
+  int rc = perf_ctrl_send(r->fd, &mine, sizeof(mine), r->timeout_s, "the raw RMA window") ||
+           perf_ctrl_recv(r->fd, &w->peer, sizeof(w->peer), r->timeout_s, "the raw RMA window");
+  if (!rc && w->peer.nkeys != (uint32_t)r->peer_nrails) {
+    perf_error("raw RMA: the peer registered its window on %u rails, not on its %d", w->peer.nkeys, r->peer_nrails);
+    rc = -1;
+  }
+  if (rc) {
+    raw_deregister(&w->mr);
     free(w);
     return -1;
   }
-  w->peer_addr = theirs.addr, w->peer_key = theirs.key, w->peer_len = theirs.len;
   *win = w;
   return 0;
 }
 
-static int raw_dereg(struct perf_rma *t, void *win) {
+static int rma_dereg(struct perf_rma *t, void *win) {
   (void)t;
-  struct raw_window *w = win;
-  int rc = raw_fi_check(fi_close(&w->mr->fid), "fi_close (MR)");
-  free(w);
-  return rc;
-}
-
-/* Does the op fit the provider and the peer's window? 0, or -1 said why. */
-static int check_fits(struct rma_raw *r, const struct raw_window *remote, size_t remote_off, size_t size) {
-  if (size > r->max_msg || remote_off + size > remote->peer_len) {
-    perf_error("raw RMA: %zu bytes at %zu do not fit the provider's %zu or the peer's window", size, remote_off,
-               r->max_msg);
-    return -1;
-  }
+  raw_deregister(&((struct raw_window *)win)->mr);
+  free(win);
   return 0;
 }
 
-/* A refused post (EAGAIN) leaves *req NULL: the caller tries again. */
-static int finish_post(struct rma_raw *r, ssize_t rc, struct raw_rma_req *q, void **req, const char *what) {
-  if (rc == -FI_EAGAIN) {
-    q->in_use = 0;
-    return progress(r);
-  }
-  if (raw_fi_check((int)rc, what)) {
-    q->in_use = 0;
+/* size bytes between our local window at local_off and the peer's remote
+ * one at remote_off, as kind, split over the rails raw_stripe_rails picks
+ * for the size. 0 with *req NULL: every request is taken, call again. */
+static int post_op(struct rma_raw *r, enum raw_lane_kind kind, struct raw_window *local, size_t local_off,
+                   struct raw_window *remote, size_t remote_off, size_t size, void **req) {
+  *req = NULL;
+  if (remote_off + size > remote->peer.len) {
+    perf_error("raw RMA: %zu bytes at %zu do not fit the peer's window of %llu bytes", size, remote_off,
+               (unsigned long long)remote->peer.len);
     return -1;
+  }
+  int first_rail, nrails = raw_stripe_rails(&r->raw, size, &first_rail);
+  if (nrails < 0) return -1;
+  size_t stripe = raw_stripe_len(&r->raw, size, nrails);
+  size_t nstripes = size ? (size + stripe - 1) / stripe : 1;
+  if (nstripes > REQ_STRIPES) {
+    perf_error("raw RMA: %zu bytes need %zu stripes of the provider's largest message (%d at most)", size, nstripes,
+               REQ_STRIPES);
+    return -1;
+  }
+  struct rma_req *q = take_req(r);
+  if (!q) return progress(r);
+  uint64_t imm = kind == RAW_LANE_WRITEDATA ? raw_imm(0, r->signal_seq++, (uint32_t)nstripes) : 0;
+  unsigned cursor = r->raw.stripe_cursor;
+  r->raw.stripe_cursor += (unsigned)nstripes;
+  for (size_t i = 0; i < nstripes; i++) {
+    size_t off = i * stripe, len = size - off < stripe ? size - off : stripe;
+    int rail = first_rail + (int)((cursor + i) % (size_t)nrails);
+    struct rma_stripe *s = &q->stripes[i];
+    s->req = q;
+    struct raw_lane_op w = {.kind = kind,
+                            .ctx = &s->fi_ctx,
+                            .buf = local->mr.base + local_off + off,
+                            .len = len,
+                            .desc = local->mr.desc[rail],
+                            .imm = imm,
+                            .dest = r->peer[rail],
+                            .addr = remote->peer.addr + remote_off + off,
+                            .key = remote->peer.key[rail % r->peer_nrails]};
+    q->pending++;
+    if (rail >= r->raw.nnics ? raw_lane_post(&r->raw, rail, &w)
+                             : POST_RETRY_WITH(progress(r), raw_post_op(r->raw.rails[rail].ep, &w), raw_op_name(kind)))
+      return -1; /* the transport is broken; stripes already posted keep the request */
   }
   *req = q;
   return 0;
 }
 
-static int raw_put(struct perf_rma *t, void *src, size_t src_off, void *dst, size_t dst_off, size_t size, int signal,
+static int rma_put(struct perf_rma *t, void *src, size_t src_off, void *dst, size_t dst_off, size_t size, int signal,
                    void **req) {
-  struct rma_raw *r = as_rma_raw(t);
-  struct raw_window *s = src, *d = dst;
-  *req = NULL;
-  if (check_fits(r, d, dst_off, size)) return -1;
-  struct raw_rma_req *q = take_req(r);
-  if (!q) return progress(r);
-  ssize_t rc = signal ? fi_writedata(r->ep, s->base + src_off, size, s->desc, 1, r->peer, d->peer_addr + dst_off,
-                                     d->peer_key, &q->fi_ctx)
-                      : fi_write(r->ep, s->base + src_off, size, s->desc, r->peer, d->peer_addr + dst_off, d->peer_key,
-                                 &q->fi_ctx);
-  return finish_post(r, rc, q, req, signal ? "fi_writedata" : "fi_write");
+  return post_op(as_rma_raw(t), signal ? RAW_LANE_WRITEDATA : RAW_LANE_WRITE, src, src_off, dst, dst_off, size, req);
 }
 
-static int raw_get(struct perf_rma *t, void *local, size_t local_off, void *remote, size_t remote_off, size_t size,
+static int rma_get(struct perf_rma *t, void *local, size_t local_off, void *remote, size_t remote_off, size_t size,
                    void **req) {
-  struct rma_raw *r = as_rma_raw(t);
-  struct raw_window *l = local, *m = remote;
-  *req = NULL;
-  if (check_fits(r, m, remote_off, size)) return -1;
-  struct raw_rma_req *q = take_req(r);
-  if (!q) return progress(r);
-  ssize_t rc = fi_read(r->ep, l->base + local_off, size, l->desc, r->peer, m->peer_addr + remote_off, m->peer_key,
-                       &q->fi_ctx);
-  return finish_post(r, rc, q, req, "fi_read");
+  return post_op(as_rma_raw(t), RAW_LANE_READ, local, local_off, remote, remote_off, size, req);
 }
 
-static int raw_test(struct perf_rma *t, void *req, int *done) {
+static int rma_test(struct perf_rma *t, void *req, int *done) {
   struct rma_raw *r = as_rma_raw(t);
-  struct raw_rma_req *q = req;
+  struct rma_req *q = req;
   if (progress(r)) return -1;
-  *done = q->done;
-  if (q->done) q->in_use = 0;
+  *done = !q->pending;
+  if (*done) q->in_use = 0;
   return 0;
 }
 
-static int raw_signals(struct perf_rma *t, uint64_t *count) {
+static int rma_signals(struct perf_rma *t, uint64_t *count) {
   struct rma_raw *r = as_rma_raw(t);
   if (progress(r)) return -1;
   *count = r->signals;
   return 0;
 }
 
-static void raw_destroy(struct perf_transport *t) {
+static void rma_destroy(struct perf_transport *t) {
   struct rma_raw *r = (struct rma_raw *)t;
-  if (r->ep) fi_close(&r->ep->fid);
-  if (r->rx_mr) fi_close(&r->rx_mr->fid);
-  if (r->cq) fi_close(&r->cq->fid);
-  if (r->av) fi_close(&r->av->fid);
-  if (r->domain) fi_close(&r->domain->fid);
-  if (r->fabric) fi_close(&r->fabric->fid);
-  if (r->info) fi_freeinfo(r->info);
-  free(r->rx_buf);
+  raw_close(&r->raw);
   free(r);
 }
 
-static const struct perf_transport_ops destroy_only = {.destroy = raw_destroy};
+static const struct perf_transport_ops destroy_only = {.destroy = rma_destroy};
 
 static const struct perf_rma_ops raw_rma_ops = {
-    .connect = raw_connect,
-    .reg = raw_reg,
-    .dereg = raw_dereg,
-    .put = raw_put,
-    .get = raw_get,
-    .test = raw_test,
-    .signals = raw_signals,
-    .disconnect = raw_disconnect,
+    .connect = rma_connect,
+    .reg = rma_reg,
+    .dereg = rma_dereg,
+    .put = rma_put,
+    .get = rma_get,
+    .test = rma_test,
+    .signals = rma_signals,
+    .disconnect = rma_disconnect,
 };
 
-static int open_endpoint(struct rma_raw *r) {
-  struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_DATA, .wait_obj = FI_WAIT_NONE, .size = 4096};
-  struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
-  if (raw_fi_check(fi_fabric(r->info->fabric_attr, &r->fabric, NULL), "fi_fabric") ||
-      raw_fi_check(fi_domain(r->fabric, r->info, &r->domain, NULL), "fi_domain") ||
-      raw_fi_check(fi_endpoint(r->domain, r->info, &r->ep, NULL), "fi_endpoint") ||
-      raw_fi_check(fi_cq_open(r->domain, &cq_attr, &r->cq, NULL), "fi_cq_open") ||
-      raw_fi_check(fi_av_open(r->domain, &av_attr, &r->av, NULL), "fi_av_open") ||
-      raw_fi_check(fi_ep_bind(r->ep, &r->av->fid, 0), "fi_ep_bind(av)") ||
-      raw_fi_check(fi_ep_bind(r->ep, &r->cq->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)") ||
-      raw_name_shm_endpoint(r->base.base.provider, r->ep) || raw_fi_check(fi_enable(r->ep), "fi_enable"))
-    return -1;
-  r->rx_buf = calloc(RX_SLOTS, RX_BYTES);
-  if (!r->rx_buf || raw_fi_check(fi_mr_reg(r->domain, r->rx_buf, RX_SLOTS * RX_BYTES, FI_RECV, 0, ++r->next_key, 0,
-                                           &r->rx_mr, NULL),
-                                 "fi_mr_reg (receives)"))
-    return -1;
-  for (int i = 0; i < RX_SLOTS; i++)
-    if (post_rx(r, i)) return -1;
-  return 0;
-}
-
 struct perf_transport *perf_rma_raw_open(int dev) {
-  struct srd_nic_list nics;
-  if (srd_topo_discover(&nics)) {
-    perf_error("raw: no usable libfabric provider or NIC (run srd-info)");
-    return NULL;
-  }
-  struct srd_topo *topo = calloc(1, sizeof(*topo));
   struct rma_raw *r = calloc(1, sizeof(*r));
-  if (!topo || !r) {
+  if (!r) {
     perf_error("raw: out of memory");
-    goto fail;
+    return NULL;
   }
   r->base.base.ops = &destroy_only;
   r->base.rma = &raw_rma_ops;
-  snprintf(r->base.base.kind, sizeof(r->base.base.kind), "raw");
-  snprintf(r->base.base.provider, sizeof(r->base.base.provider), "%s", nics.provider);
-  srd_topo_group_or_all(&nics, (int)srd_param_int(SRD_PARAM_RAILS), topo);
-  if (dev >= topo->ngroups) {
-    perf_error("raw: --dev %d: there are %d NIC groups", dev, topo->ngroups);
-    goto fail;
-  }
-  const struct srd_nic *nic = &nics.nics[topo->groups[dev].nics[0]];
-  r->info = fi_dupinfo(nic->info);
-  if (!r->info || !(r->info->caps & FI_RMA)) {
-    perf_error("raw --rma: provider %s offers no RMA on %s", nics.provider, nic->name);
-    goto fail;
-  }
-  r->max_msg = r->info->ep_attr->max_msg_size ? r->info->ep_attr->max_msg_size : SIZE_MAX;
-  if (open_endpoint(r)) goto fail;
-  snprintf(r->base.base.device, sizeof(r->base.base.device), "group %d of %d: %s", dev, topo->ngroups, nic->name);
-  snprintf(r->base.base.description, sizeof(r->base.base.description),
-           "raw libfabric %s (fi_write; putsig: fi_writedata, its remote completion the signal; fi_read; one endpoint)",
-           nics.provider);
-  free(topo);
-  srd_topo_free(&nics);
-  return &r->base.base;
+  if (raw_open_rails(&r->raw, dev, 0)) goto fail;
+  for (int i = 0; i < r->raw.nnics; i++)
+    if (raw_open_endpoint(&r->raw, &r->raw.rails[i])) goto fail;
+  struct perf_transport *b = &r->base.base;
+  snprintf(b->kind, sizeof(b->kind), "%s", r->raw.base.kind);
+  snprintf(b->provider, sizeof(b->provider), "%s", r->raw.base.provider);
+  snprintf(b->device, sizeof(b->device), "%s", r->raw.base.device);
+  describe(r);
+  return b;
 fail:
-  if (r) raw_destroy(&r->base.base);
-  free(topo);
-  srd_topo_free(&nics);
+  rma_destroy(&r->base.base);
   return NULL;
 }

@@ -1,8 +1,10 @@
 #!/bin/sh
 # srd-perf --rma over tcp and shm: put, putsig and get through our plugin's
 # ncclRmaPlugin_v14 table against raw libfabric RMA, side by side at small
-# sizes and a striped one (4 MiB over 4 endpoints); every size in both
-# halves, data checked at each (a wrong byte fails the run); JSON that
+# sizes and a striped one (4 MiB over 4 endpoints); the raw half alone on
+# lanes (forced to 2 threads, the stripe threshold lowered to 16 KiB) for
+# sizes on both sides of the threshold; every size in both halves, data
+# checked at each (a wrong byte fails the run); JSON that
 # parses; then the errors: a bad op, a plugin without the RMA table, RMA not
 # offered (the plugin's reason printed). Skipped (77) when the plugin or the
 # wrapper (a plugin with no RMA table) is not built.
@@ -33,6 +35,19 @@ for prov in tcp shm; do
     # Every size: plugin and raw latency and bandwidth, each with its ratio.
     for size in "8 B" "4 KiB" "2 MiB" "4 MiB"; do
       grep -Eq "^ *$size( +[0-9]+\.[0-9]+){6}\$" "$tmp/out" || fail "$prov $op: no full plugin/raw row for $size"
+    done
+  done
+  # The raw half alone (the plugin's own striping is tested above).
+  for op in put putsig get; do
+    echo "== $prov $op, raw striped over lanes"
+    NCCL_SRD_PROVIDER="$prov" NCCL_SRD_PROGRESS_THREADS=2 striped timeout 600 "$bin" --raw --rma "$op" -b 4K -e 1M -f 4 \
+      -n 10 -w 1 > "$tmp/out" 2>&1 || { cat "$tmp/out"; fail "$prov $op: the raw run on lanes failed"; }
+    cat "$tmp/out"
+    grep -q "^# srd-perf .*: raw .* x 3 lanes, .* or more striped over the threads' lanes" "$tmp/out" ||
+      fail "$prov $op: the raw half did not stripe over 2 threads' lanes"
+    grep -q "provider $prov" "$tmp/out" || fail "$prov $op: raw on lanes: the provider is not named"
+    for size in "4 KiB" "16 KiB" "1 MiB"; do
+      grep -Eq "^ *$size +10( +[0-9]+\.[0-9]+){5}\$" "$tmp/out" || fail "$prov $op: no raw row for $size on lanes"
     done
   done
   NCCL_SRD_PROVIDER="$prov" timeout 600 "$bin" --rma get --json -b 8 -e 64K -f 8 -n 10 -w 1 > "$tmp/json" ||
