@@ -61,16 +61,20 @@ static int watchdog_check(struct perf_rma_session *s, struct watchdog *w, const 
   return 0;
 }
 
-static int try_post(struct perf_rma_session *s, size_t size, void **req) {
+static int try_post(struct perf_rma_session *s, size_t off, size_t size, void **req) {
   *req = NULL;
-  if (s->o->rma == PERF_RMA_GET) return s->t->rma->get(s->t, s->dst_win, 0, s->src_win, 0, size, req);
-  return s->t->rma->put(s->t, s->src_win, 0, s->dst_win, 0, size, s->o->rma == PERF_RMA_PUTSIG, req);
+  if (s->o->rma == PERF_RMA_GET) return s->t->rma->get(s->t, s->dst_win, off, s->src_win, off, size, req);
+  return s->t->rma->put(s->t, s->src_win, off, s->dst_win, off, size, s->o->rma == PERF_RMA_PUTSIG, req);
 }
 
-static int post(struct perf_rma_session *s, size_t size, void **req, const char *what) {
+/* Timed ops use the first half of each window (off 0), checks the second
+ * (off s->len): a put completes when its source may be reused, and an
+ * unsignalled stripe of a timed put may still land later, which must not
+ * fall on the bytes a check reads. */
+static int post(struct perf_rma_session *s, size_t off, size_t size, void **req, const char *what) {
   struct watchdog w = {now_s(), 0};
   for (;;) {
-    if (try_post(s, size, req)) return -1;
+    if (try_post(s, off, size, req)) return -1;
     if (*req) return 0;
     if (watchdog_check(s, &w, what)) return -1;
   }
@@ -149,39 +153,40 @@ static int check_size(struct perf_rma_session *s, size_t size) {
   char token;
   if (s->o->rma == PERF_RMA_GET) {
     if (!s->is_client) {
-      fill(s->src, size, seed);
+      fill(s->src + s->len, size, seed);
       return send_token(s, 'f', "the get check") || serve(s, &token, "the get check") || token != 'k' ? -1 : 0;
     }
-    memset(s->dst, POISON, size);
-    if (perf_ctrl_recv(s->fd, &token, 1, s->o->timeout_s, "the get check") || post(s, size, &req, "the get check") ||
-        wait_op(s, req, "the get check"))
+    memset(s->dst + s->len, POISON, size);
+    if (perf_ctrl_recv(s->fd, &token, 1, s->o->timeout_s, "the get check") ||
+        post(s, s->len, size, &req, "the get check") || wait_op(s, req, "the get check"))
       return -1;
-    size_t at = first_wrong(s->dst, size, seed);
+    size_t at = first_wrong(s->dst + s->len, size, seed);
     if (send_token(s, at == SIZE_MAX ? 'k' : 'x', "the get check")) return -1;
-    return at == SIZE_MAX ? 0 : report_wrong(s->dst, size, seed, at, op);
+    return at == SIZE_MAX ? 0 : report_wrong(s->dst + s->len, size, seed, at, op);
   }
   if (s->is_client) {
-    fill(s->src, size, seed);
-    if (perf_ctrl_recv(s->fd, &token, 1, s->o->timeout_s, "the put check") || post(s, size, &req, "the put check") ||
-        wait_op(s, req, "the put check") || serve(s, &token, "the put check"))
+    fill(s->src + s->len, size, seed);
+    if (perf_ctrl_recv(s->fd, &token, 1, s->o->timeout_s, "the put check") ||
+        post(s, s->len, size, &req, "the put check") || wait_op(s, req, "the put check") ||
+        serve(s, &token, "the put check"))
       return -1;
     if (token != 'k') perf_error("--rma %s: the target found wrong data at %zu bytes (see above)", op, size);
     return token == 'k' ? 0 : -1;
   }
-  memset(s->dst, POISON, size);
+  memset(s->dst + s->len, POISON, size);
   if (send_token(s, 'r', "the put check")) return -1;
   size_t at;
   if (s->o->rma == PERF_RMA_PUTSIG) {
     if (wait_signals(s, ++s->signals_seen, "the put+signal check")) return -1;
-    at = first_wrong(s->dst, size, seed);
+    at = first_wrong(s->dst + s->len, size, seed);
   } else {
     double deadline = now_s() + s->o->timeout_s;
     uint64_t n;
-    while ((at = first_wrong(s->dst, size, seed)) != SIZE_MAX && now_s() < deadline)
+    while ((at = first_wrong(s->dst + s->len, size, seed)) != SIZE_MAX && now_s() < deadline)
       if (s->t->rma->signals(s->t, &n)) return -1;
   }
   if (send_token(s, at == SIZE_MAX ? 'k' : 'x', "the put check")) return -1;
-  return at == SIZE_MAX ? 0 : report_wrong(s->dst, size, seed, at, op);
+  return at == SIZE_MAX ? 0 : report_wrong(s->dst + s->len, size, seed, at, op);
 }
 
 static int rma_latency(struct perf_rma_session *s, size_t size, int iters, int warmup, struct perf_stats *out) {
@@ -194,19 +199,19 @@ static int rma_latency(struct perf_rma_session *s, size_t size, int iters, int w
   for (int it = 0; it < iters + warmup; it++) {
     if (s->o->rma == PERF_RMA_PUTSIG && !s->is_client) {
       /* The server answers each signal. */
-      if (wait_signals(s, ++s->signals_seen, "the put+signal ping") || post(s, size, &req, "put+signal") ||
+      if (wait_signals(s, ++s->signals_seen, "the put+signal ping") || post(s, 0, size, &req, "put+signal") ||
           wait_op(s, req, "put+signal"))
         return -1;
     } else if (s->o->rma == PERF_RMA_PUTSIG) {
       /* The client times the round trip. */
       double t0 = now_s();
-      if (post(s, size, &req, "put+signal") || wait_signals(s, ++s->signals_seen, "the put+signal pong") ||
+      if (post(s, 0, size, &req, "put+signal") || wait_signals(s, ++s->signals_seen, "the put+signal pong") ||
           wait_op(s, req, "put+signal"))
         return -1;
       if (it >= warmup) samples[it - warmup] = (now_s() - t0) * 1e6 / 2;
     } else if (s->is_client) {
       double t0 = now_s();
-      if (post(s, size, &req, perf_rma_op_name(s->o->rma)) || wait_op(s, req, perf_rma_op_name(s->o->rma))) return -1;
+      if (post(s, 0, size, &req, perf_rma_op_name(s->o->rma)) || wait_op(s, req, perf_rma_op_name(s->o->rma))) return -1;
       if (it >= warmup) samples[it - warmup] = (now_s() - t0) * 1e6;
     }
   }
@@ -234,7 +239,7 @@ static int rma_stream(struct perf_rma_session *s, size_t size, int iters, double
   while (done < iters) {
     while (posted < iters && count < s->o->window) {
       void *req;
-      if (try_post(s, size, &req)) return -1;
+      if (try_post(s, 0, size, &req)) return -1;
       if (!req) break;
       ring[(head + count++) % PERF_MAX_WINDOW] = req;
       posted++;
@@ -293,13 +298,13 @@ struct perf_rma_session *perf_rma_session_open(struct perf_transport *t, int ctr
   s->connected = 1;
   s->mem = perf_mem_open(0);
   if (!s->mem) goto fail;
-  s->src = perf_mem_alloc(s->mem, s->len);
-  s->dst = perf_mem_alloc(s->mem, s->len);
+  s->src = perf_mem_alloc(s->mem, 2 * s->len);
+  s->dst = perf_mem_alloc(s->mem, 2 * s->len);
   if (!s->src || !s->dst) {
-    perf_error("cannot allocate 2 x %zu MiB of windows", s->len >> 20);
+    perf_error("cannot allocate 2 x %zu MiB of windows", (2 * s->len) >> 20);
     goto fail;
   }
-  if (s->t->rma->reg(s->t, s->src, s->len, &s->src_win) || s->t->rma->reg(s->t, s->dst, s->len, &s->dst_win))
+  if (s->t->rma->reg(s->t, s->src, 2 * s->len, &s->src_win) || s->t->rma->reg(s->t, s->dst, 2 * s->len, &s->dst_win))
     goto fail;
   return s;
 fail:
