@@ -3,10 +3,13 @@
 #define SRD_SYS_H
 
 #include <stdint.h>
+#include <time.h>
 
 /* Monotonic milliseconds and microseconds. */
 uint64_t srd_now_ms(void);
 uint64_t srd_now_us(void);
+/* CLOCK_REALTIME us from now: a pthread_cond_timedwait deadline. */
+struct timespec srd_deadline_in_us(long us);
 /* A nonzero random value for cookies and ids. */
 uint64_t srd_random64(void);
 /* CPUs this process may run on, 0 when unknown. */

@@ -77,10 +77,7 @@ struct lane_idle {
 };
 
 static void lane_sleep(struct srd_dev *dev, unsigned seen, long us) {
-  struct timespec until;
-  clock_gettime(CLOCK_REALTIME, &until);
-  until.tv_nsec += us * 1000L;
-  if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+  struct timespec until = srd_deadline_in_us(us);
   pthread_mutex_lock(&dev->wake_lock);
   atomic_fetch_add(&dev->sleepers, 1);
   /* A kick either sees us counted (and signals under wake_lock, after we

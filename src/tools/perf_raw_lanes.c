@@ -87,10 +87,7 @@ static void lane_fail(struct raw_lane *l, int err, const char *what) {
 
 /* Sleep until a write is queued, a caller calls in, or us pass. */
 static void lane_sleep(struct raw_lane *l, unsigned seen, long us) {
-  struct timespec until;
-  clock_gettime(CLOCK_REALTIME, &until);
-  until.tv_nsec += us * 1000L;
-  if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+  struct timespec until = srd_deadline_in_us(us);
   pthread_mutex_lock(&l->lock);
   atomic_store(&l->sleeping, 1);
   /* A kick either sees us sleeping (and signals under the lock, once we

@@ -43,6 +43,15 @@ uint64_t srd_now_us(void) {
   return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
+struct timespec srd_deadline_in_us(long us) {
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += us / 1000000;
+  until.tv_nsec += us % 1000000 * 1000L;
+  if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+  return until;
+}
+
 int srd_cpus_available(void) {
   cpu_set_t set;
   return sched_getaffinity(0, sizeof(set), &set) ? 0 : CPU_COUNT(&set);
