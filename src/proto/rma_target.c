@@ -40,6 +40,10 @@ int srd_rma_win_new(struct srd_rma_coll *coll, void *base, size_t len, int cuda_
   mine->nkeys = dev->nrails;
   for (int l = 0; l < dev->nrails; l++) mine->key[l] = dev->rail_ops->mr_key(w->mrs->mr[l]);
   pthread_mutex_lock(&dev->lock);
+  /* Peers may stripe gets of this window over our lanes: reads make no
+   * completion here, so nothing else would start the threads that progress
+   * those endpoints (tcp serves a read only when its endpoint is polled). */
+  if (len >= dev->sched.threshold) srd_dev_want_lanes(dev);
   rc = cuda_dev >= 0 ? srd_rma_gpu_win(coll, w) : SRD_OK;
   if (!rc && coll->nwins == coll->cap_wins) {
     int cap = coll->cap_wins ? 2 * coll->cap_wins : 16;
