@@ -15,6 +15,8 @@
  *                  with completions shuffled)
  *   loopback       put+signal and get to ourselves
  *   get-flush      striped gets of the next rank's window, iflush, checked
+ *   get-lanes      a get striped over a progress thread's lane: the target's
+ *                  lane thread started by registering the window
  *   bad-input      unknown rank, out-of-window offsets, foreign handles, bad
  *                  signal op: errors, and no byte of the target changes
  *   init-refused   without NCCL_SRD_RMA=host init fails with its reason
@@ -26,6 +28,7 @@
  *                  AggregateRequests and none */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -339,6 +342,45 @@ static int get_rank(int rank, int nranks, void *arg, bool self) {
 }
 
 static int get_flush_rank(int rank, int nranks, void *arg) { return get_rank(rank, nranks, arg, false); }
+
+/* With a progress thread (NCCL_SRD_PROGRESS_THREADS=1): rank 0 gets rank 1's
+ * window, striped over the lanes. Reads make no completion at rank 1, so
+ * registering a window that large must have started rank 1's lane thread,
+ * which serves them (tcp places a read only when its endpoint is polled). */
+static int get_lanes_rank(int rank, int nranks, void *arg) {
+  ST_CHECK(setenv("NCCL_SRD_PROGRESS_THREADS", "1", 1) == 0, "setenv failed");
+  struct rank_state s;
+  open_rma(&s, rank, nranks, arg, true);
+  size_t len = 2 * MIB + 64;
+  char *mine = st_alloc(len), *got = st_alloc(len);
+  void *mmh = reg(&s, mine, len), *gmh = reg(&s, got, len);
+  st_pattern_fill(mine, len, 300 + (size_t)rank);
+  memset(got, POISON, len);
+  st_barrier(TIMEOUT_MS);
+  if (rank == 0) {
+    void *req = NULL;
+    ST_NCCL(s.rma->iget(s.rctx, 0, 0, mmh, len, 0, gmh, 1, &req));
+    wait_req(&s, req, "get");
+    ST_NCCL(s.rma->iflush(s.rctx, 0, gmh, 1, &req));
+    if (req) wait_req(&s, req, "flush");
+    size_t bad = st_pattern_check(got, len, 301);
+    ST_CHECK(bad == SIZE_MAX, "get on lanes: wrong byte at offset %zu", bad);
+  } else {
+    /* The progress thread starts them at its next call: on a loaded host
+     * that may take a while. */
+    int64_t end = st_now_ms() + 30000;
+    while (st_log_count("progress thread(s) started") == 0 && st_now_ms() < end) sched_yield();
+    ST_CHECK(st_log_count("progress thread(s) started") > 0,
+             "a window of %zu bytes registered, peers' gets to serve, and no lane thread started", len);
+  }
+  st_barrier(TIMEOUT_MS);
+  ST_NCCL(s.rma->deregMrSym(s.coll, mmh));
+  ST_NCCL(s.rma->deregMrSym(s.coll, gmh));
+  close_rma(&s);
+  st_free(mine, len);
+  st_free(got, len);
+  return 0;
+}
 static int loopback_rank(int rank, int nranks, void *arg) { return get_rank(rank, nranks, arg, true); }
 
 #define EXPECT_ERROR(call, what)                                                              \
@@ -434,6 +476,7 @@ static int ordering2(const struct st_ctx *c) { return run(c, 2, ordering_rank); 
 static int ordering4(const struct st_ctx *c) { return run(c, 4, ordering_rank); }
 static int loopback(const struct st_ctx *c) { return run(c, 2, loopback_rank); }
 static int get_flush(const struct st_ctx *c) { return run(c, 4, get_flush_rank); }
+static int get_lanes(const struct st_ctx *c) { return run(c, 2, get_lanes_rank); }
 static int bad_input(const struct st_ctx *c) { return run(c, 2, bad_input_rank); }
 static int init_refused(const struct st_ctx *c) { return run(c, 1, init_refused_rank); }
 static int gpu_refused(const struct st_ctx *c) { return run(c, 1, gpu_refused_rank); }
@@ -445,6 +488,7 @@ int main(int argc, char **argv) {
   static const struct st_case cases[] = {{"put-sizes", put_sizes_case}, {"ordering", ordering2}, {"ordering-4", ordering4},
                                          {"loopback", loopback},   {"get-flush", get_flush}, {"bad-input", bad_input},
                                          {"init-refused", init_refused}, {"gpu-refused", gpu_refused},
+                                         {"get-lanes", get_lanes},
                                          {"ordering-v15", ordering_v15}, {"get-flush-v15", get_flush_v15},
                                          {"bad-input-v15", bad_input_v15}};
   return st_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
