@@ -15,8 +15,8 @@
  *                  with completions shuffled)
  *   loopback       put+signal and get to ourselves
  *   get-flush      striped gets of the next rank's window, iflush, checked
- *   get-lanes      a get striped over a progress thread's lane: the target's
- *                  lane thread started by registering the window
+ *   get-lanes      a get striped over the automatic progress threads' lanes:
+ *                  the target's threads started by registering the window
  *   bad-input      unknown rank, out-of-window offsets, foreign handles, bad
  *                  signal op: errors, and no byte of the target changes
  *   init-refused   without NCCL_SRD_RMA=host init fails with its reason
@@ -343,12 +343,14 @@ static int get_rank(int rank, int nranks, void *arg, bool self) {
 
 static int get_flush_rank(int rank, int nranks, void *arg) { return get_rank(rank, nranks, arg, false); }
 
-/* With a progress thread (NCCL_SRD_PROGRESS_THREADS=1): rank 0 gets rank 1's
- * window, striped over the lanes. Reads make no completion at rank 1, so
- * registering a window that large must have started rank 1's lane thread,
- * which serves them (tcp places a read only when its endpoint is polled). */
+/* With the automatic progress threads (as if on 64 CPUs: they start on the
+ * first large message): rank 0 gets rank 1's window, striped over the
+ * lanes. Reads make no completion at rank 1, so registering a window that
+ * large must have started rank 1's lane threads, which serve them (tcp
+ * places a read only when its endpoint is polled). */
 static int get_lanes_rank(int rank, int nranks, void *arg) {
-  ST_CHECK(setenv("NCCL_SRD_PROGRESS_THREADS", "1", 1) == 0, "setenv failed");
+  ST_CHECK(unsetenv("NCCL_SRD_PROGRESS_THREADS") == 0 && setenv("NCCL_SRD_TEST_CPUS", "64", 1) == 0,
+           "setenv failed");
   struct rank_state s;
   open_rma(&s, rank, nranks, arg, true);
   size_t len = 2 * MIB + 64;
