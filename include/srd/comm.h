@@ -14,6 +14,8 @@ struct srd_pending_hello {
   uint8_t names[];
 };
 
+#define SRD_LISTENER_ANSWERED 64
+
 struct srd_listener {
   uint64_t magic;       /* SRD_LISTENER_MAGIC until closed */
   struct srd_dev *dev;
@@ -25,6 +27,8 @@ struct srd_listener {
   unsigned dropped_hellos;    /* over the cap: logged at 1, 2, 4, 8... */
   struct srd_comm *answering; /* answers not yet posted (next_connecting links them) */
   int nanswering;
+  uint64_t answered[SRD_LISTENER_ANSWERED]; /* tokens of the last hellos answered: resent copies are dropped */
+  unsigned nanswered;
 };
 
 /* Handshake (src/comm/handshake.c). */

@@ -238,6 +238,8 @@ struct srd_comm {
   fi_addr_t listener_addr;  /* rail 0 AV entry of the listener, for the hello */
   uint32_t listener_id;
   bool hello_sent;
+  uint64_t hello_next_ms;   /* unanswered by then: the hello is sent again (the listener may have dropped it) */
+  uint32_t hello_gap_ms;
   struct srd_comm *next_connecting;
   struct srd_early_msg *early;
   int nearly;           /* messages on early */

@@ -22,10 +22,15 @@ static void our_paths(struct srd_dev *dev, struct srd_msg_peer *p, uint8_t *name
   p->names = names;
 }
 
+/* An unanswered hello goes again after this, doubling up to the max. */
+#define HELLO_AGAIN_MS 250
+#define HELLO_AGAIN_MAX_MS 2000
+
 struct peer_msg {
   const struct srd_comm *c;
   enum srd_msg_type type;
   uint32_t dst, listener_id;
+  bool resent;
 };
 
 static size_t encode_peer(void *buf, size_t cap, const void *arg) {
@@ -42,13 +47,14 @@ static size_t encode_peer(void *buf, size_t cap, const void *arg) {
    * any clear-to-send says what the buffer is, so it cannot be per receive. */
   if (m->type == SRD_MSG_ACCEPT && !dev->gdr.gpu) p.flags |= SRD_PEER_EAGER_OK;
   if (m->type == SRD_MSG_ACCEPT) p.write_id = m->c->write_id;
+  if (m->resent) p.flags |= SRD_PEER_RESENT;
   return srd_msg_encode_peer(buf, cap, m->type, m->dst, &p);
 }
 
 /* Post a hello or answer from rail 0, endpoint 0. */
 static int post_peer_msg(struct srd_comm *c, enum srd_msg_type type, uint32_t dst, fi_addr_t dest,
-                         uint32_t listener_id) {
-  struct peer_msg m = {c, type, dst, listener_id};
+                         uint32_t listener_id, bool resent) {
+  struct peer_msg m = {c, type, dst, listener_id, resent};
   return srd_comm_send_ctrl(c, dest, encode_peer, &m, NULL);
 }
 
@@ -124,9 +130,20 @@ int srd_connect(struct srd_dev *dev, void *handle, struct srd_comm **out) {
   for (c = dev->connecting; c; c = c->next_connecting)
     if (c->connect_key == handle && c->cookie == h.cookie && c->listener_id == h.listener_id) break;
   if (!c && !(c = start_connect(dev, &h, handle))) return SRD_ERR_SYSTEM;
-  if (!c->hello_sent && !c->result) {
-    int rc = post_peer_msg(c, SRD_MSG_HELLO, 0, c->listener_addr, c->listener_id);
-    if (rc == SRD_OK) c->hello_sent = true;
+  /* A listener whose places are full drops hellos (on_hello): ours goes
+   * again, spaced out, until answered or the connect times out. */
+  uint64_t now = srd_now_ms();
+  if (!c->result && !c->ready && (!c->hello_sent || now >= c->hello_next_ms)) {
+    int rc = post_peer_msg(c, SRD_MSG_HELLO, 0, c->listener_addr, c->listener_id, c->hello_sent);
+    if (rc == SRD_OK && c->hello_sent)
+      SRD_INFO(NCCL_NET, "comm %#x: no answer from listener %#x within %u ms: hello sent again", c->id,
+               c->listener_id, c->hello_gap_ms);
+    if (rc == SRD_OK) {
+      if (!c->hello_sent) c->hello_gap_ms = HELLO_AGAIN_MS;
+      else if (c->hello_gap_ms < HELLO_AGAIN_MAX_MS) c->hello_gap_ms *= 2;
+      c->hello_sent = true;
+      c->hello_next_ms = now + c->hello_gap_ms;
+    }
   }
   srd_dev_progress(dev);
   if (!c->result && !c->ready && srd_now_ms() > c->deadline_ms)
@@ -164,6 +181,19 @@ static struct srd_listener *find_listener(struct srd_dev *dev, uint32_t id) {
  * peer's provider is not sent an empty connection at every accept. */
 #define ANSWER_CHECK_MS 100
 
+/* A resent hello whose first copy this listener keeps, answers or answered:
+ * the connecting comm is one, whatever copies arrive. */
+static bool hello_known(const struct srd_listener *l, const struct srd_msg_peer *p) {
+  for (const struct srd_pending_hello *ph = l->hellos; ph; ph = ph->next)
+    if (ph->peer.token == p->token && ph->peer.src_comm == p->src_comm) return true;
+  for (const struct srd_comm *c = l->answering; c; c = c->next_connecting)
+    if (c->peer_token == p->token && c->peer_id == p->src_comm) return true;
+  unsigned n = l->nanswered < SRD_LISTENER_ANSWERED ? l->nanswered : SRD_LISTENER_ANSWERED;
+  for (unsigned i = 0; i < n; i++)
+    if (l->answered[i] == p->token) return true;
+  return false;
+}
+
 static void on_hello(struct srd_dev *dev, const struct srd_msg_peer *p) {
   struct srd_listener *l = find_listener(dev, p->listener_id);
   if (!l || l->cookie != p->cookie) {
@@ -171,6 +201,7 @@ static void on_hello(struct srd_dev *dev, const struct srd_msg_peer *p) {
                      p->listener_id, l ? "a wrong" : "no such listener; closed?");
     return;
   }
+  if ((p->flags & SRD_PEER_RESENT) && hello_known(l, p)) return;
   if (l->nhellos >= MAX_PENDING_HELLOS) {
     unsigned n = ++l->dropped_hellos;
     if (!(n & (n - 1)))
@@ -263,7 +294,7 @@ int srd_accept(struct srd_listener *l, struct srd_comm **out) {
   struct srd_dev *dev = l->dev;
   for (struct srd_comm **p = &l->answering; *p;) {
     struct srd_comm *c = *p;
-    int rc = post_peer_msg(c, SRD_MSG_ACCEPT, c->peer_id, c->peer[0], l->id);
+    int rc = post_peer_msg(c, SRD_MSG_ACCEPT, c->peer_id, c->peer[0], l->id, false);
     uint64_t now = srd_now_ms();
     bool refused = rc == SRD_AGAIN && now - c->answer_since_ms >= ANSWER_CHECK_MS &&
                    dev->rail_ops->peer_refused(&dev->rails[0], c->peer[0], now, ANSWER_CHECK_MS);
@@ -283,6 +314,7 @@ int srd_accept(struct srd_listener *l, struct srd_comm **out) {
       srd_comm_close(c);
       continue;
     }
+    l->answered[l->nanswered++ % SRD_LISTENER_ANSWERED] = c->peer_token;
     c->ready = true;
     c->last_heard_ms = srd_now_ms();
     *out = c;

@@ -1,6 +1,7 @@
 /* connect/accept in every order NCCL may use them: connect polled for a
  * while before anyone accepts; accept polled before anyone connects; and both
- * ranks connecting to each other at once (each is sender and receiver). Both
+ * ranks connecting to each other at once (each is sender and receiver); connect
+ * polled for 2 s first, its hello sent again meanwhile, still one comm. Both
  * calls are non-blocking: success with a NULL comm means "call again". Every
  * comm then carries a small and a large message. */
 #include <stdio.h>
@@ -10,6 +11,9 @@
 
 #define TIMEOUT_MS ST_HANG_MS
 #define EARLY_MS 300 /* how long one side polls before the other starts */
+#define LONG_EARLY_MS 2000 /* connect-long: an unanswered hello is sent again meanwhile (at 250, 750, 1750 ms) */
+
+static int connect_early_ms = EARLY_MS; /* connect_first's head start: set before the ranks fork */
 #define VERSION 11
 
 static void traffic(void *comm, int sending, uint64_t seed) {
@@ -22,8 +26,10 @@ static void traffic(void *comm, int sending, uint64_t seed) {
   }
 }
 
-/* Rank 1 polls connect for EARLY_MS (it may or may not get a comm before the
- * accept), then tells rank 0 to start accepting. */
+/* Rank 1 polls connect for connect_early_ms (it may or may not get a comm
+ * before the accept), then tells rank 0 to start accepting. The hello and
+ * its copies (sent again while unanswered) make one comm: accept finds no
+ * second one. */
 static int connect_first(int rank, int nranks, void *arg) {
   st_setup(arg, st_version(VERSION));
   char handle[NCCL_NET_HANDLE_MAXSIZE] = {0}, go = 'a';
@@ -36,13 +42,16 @@ static int connect_first(int rank, int nranks, void *arg) {
     st_oob_recv(1, &go, 1, TIMEOUT_MS);
     enum st_wait w = st_accept_wait(lcomm, &comm, TIMEOUT_MS, &rc);
     ST_CHECK(w == ST_DONE, "accept: %s (rc %d)", w == ST_TIMEOUT ? "no comm" : "error", (int)rc);
+    void *extra = NULL;
+    for (int64_t end = st_now_ms() + 500; st_now_ms() < end && !extra;) ST_NCCL(st_net_accept(lcomm, &extra));
+    ST_CHECK(!extra, "accept gave a second comm for one connect (a resent hello taken as a new one)");
     ST_NCCL(st_net_close_listen(lcomm));
     traffic(comm, 0, 10);
     ST_NCCL(st_net_close_recv(comm));
   } else {
     st_oob_recv(0, handle, sizeof handle, TIMEOUT_MS);
     int calls = 0;
-    for (int64_t end = st_now_ms() + EARLY_MS; st_now_ms() < end && !comm; calls++)
+    for (int64_t end = st_now_ms() + connect_early_ms; st_now_ms() < end && !comm; calls++)
       ST_NCCL(st_net_connect(0, handle, &comm));
     st_note("connect called %d times before the accept began: %s", calls, comm ? "comm ready" : "still pending");
     st_oob_send(0, &go, 1);
@@ -119,6 +128,12 @@ static int run2(const struct st_ctx *ctx, st_rank_fn fn) {
 }
 
 static int case_connect_first(const struct st_ctx *ctx) { return run2(ctx, connect_first); }
+static int case_connect_long(const struct st_ctx *ctx) {
+  connect_early_ms = LONG_EARLY_MS;
+  int rc = run2(ctx, connect_first);
+  connect_early_ms = EARLY_MS;
+  return rc;
+}
 static int case_accept_first(const struct st_ctx *ctx) { return run2(ctx, accept_first); }
 static int case_both_ways(const struct st_ctx *ctx) { return run2(ctx, both_ways); }
 
@@ -127,6 +142,7 @@ int main(int argc, char **argv) {
       {"connect-first", case_connect_first},
       {"accept-first", case_accept_first},
       {"both-ways", case_both_ways},
+      {"connect-long", case_connect_long},
   };
-  return st_main(argc, argv, cases, 3);
+  return st_main(argc, argv, cases, 4);
 }

@@ -2061,6 +2061,38 @@ TEST_F(Proto, ForgedRmaTrafficStaysInItsWindow) {
   srd_rma_coll_free(coll);
 }
 
+// A connecting comm sends its hello again while unanswered (a listener whose
+// places are full drops hellos). The copies make no second comm, whether the
+// first still waits, is answered or was accepted; a copy whose first was
+// dropped is served.
+TEST_F(Proto, ResentHelloMakesNoSecondComm) {
+  b.rails[0].ep_name_len = 16;
+  char handle[SRD_HANDLE_SIZE] = {};
+  srd_listener *l = nullptr;
+  ASSERT_EQ(SRD_OK, srd_listen(&b, handle, &l));
+  uint8_t name[16] = {1, 2, 3};
+  srd_msg m{};
+  m.type = SRD_MSG_HELLO;
+  m.u.peer = {l->cookie, 0x1234, l->id, 0x10005, 42, 0, 1, 1, 16, 0, name};
+  srd_handshake_on_message(&b, &m);
+  ASSERT_EQ(1, l->nhellos);
+  m.u.peer.flags = SRD_PEER_RESENT;
+  srd_handshake_on_message(&b, &m);
+  EXPECT_EQ(1, l->nhellos) << "a copy of a waiting hello took a place";
+  srd_comm *c = nullptr, *c2 = nullptr;
+  ASSERT_EQ(SRD_OK, srd_accept(l, &c));
+  ASSERT_TRUE(c);
+  srd_handshake_on_message(&b, &m);
+  EXPECT_EQ(0, l->nhellos) << "a copy of an accepted hello took a place";
+  EXPECT_EQ(SRD_AGAIN, srd_accept(l, &c2));
+  EXPECT_FALSE(c2) << "one connect, two comms";
+  m.u.peer.token = 0x5678; // another connect whose first hello was dropped
+  srd_handshake_on_message(&b, &m);
+  EXPECT_EQ(1, l->nhellos) << "a resent hello whose first never came is served";
+  srd_comm_close(c);
+  srd_close_listen(l);
+}
+
 // One-sided RMA into GPU memory (src/proto/rma_gpu.c) against the fake CUDA
 // driver: B (rank 0) owns GPU windows that rank 1 writes into. "GPU memory"
 // is host memory the fake driver calls device 0's; its stream runs each
