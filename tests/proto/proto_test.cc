@@ -2091,6 +2091,7 @@ TEST_F(Proto, ResentHelloMakesNoSecondComm) {
   EXPECT_EQ(1, l->nhellos) << "a resent hello whose first never came is served";
   srd_comm_close(c);
   srd_close_listen(l);
+  srd_listener_pool_free(&b);
 }
 
 // One-sided RMA into GPU memory (src/proto/rma_gpu.c) against the fake CUDA
