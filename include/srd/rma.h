@@ -171,6 +171,8 @@ void srd_rma_op_release(struct srd_rma_op *op);
  * (through limit for signals a peer sent; NULL: always, for our caller's). */
 int srd_rma_signal_target(struct srd_rma_coll *coll, const struct srd_msg_rma_signal *m, int rank, char **word,
                           struct srd_log_limit *limit);
+/* Record the group's first error (queryLastError); returns result. */
+int srd_rma_coll_fail(struct srd_rma_coll *coll, int result);
 /* Tell the origin how far we applied its ops (again at progress when the
  * provider is full). */
 void srd_rma_send_ack(struct srd_rma_peer *p);
@@ -206,13 +208,14 @@ void srd_rma_gpu_close(struct srd_rma_coll *coll);
 /* Signals the NIC writes (src/proto/rma_nic.c), lock held. apply: add to
  * word (its index in w) and queue it; post: start the next queued write if
  * none is in flight (progress calls it again after the provider refused);
- * writing: is a loopback op into window index in flight (its registration
- * must stay)? close: with the group (an op still in flight keeps what it
+ * close: with the group (an op still in flight keeps what it
  * uses until it completes). SRD_OK or an error, logged, that fails the
  * group. */
 int srd_rma_nic_apply(struct srd_rma_win *w, size_t word, uint64_t add);
 int srd_rma_nic_post(struct srd_rma_coll *coll);
-bool srd_rma_nic_writing(const struct srd_rma_coll *coll, uint32_t index);
+/* Wait, bounded by NCCL_SRD_CLOSE_TIMEOUT_MS, while a loopback op into window
+ * index (any window: UINT32_MAX) is in flight; true when none is. */
+bool srd_rma_nic_settle(struct srd_rma_coll *coll, uint32_t index);
 void srd_rma_nic_close(struct srd_rma_coll *coll);
 
 

@@ -60,8 +60,9 @@ void srd_rma_coll_free(struct srd_rma_coll *coll) {
   free(coll);
 }
 
-static void coll_fail(struct srd_rma_coll *coll, int result) {
+int srd_rma_coll_fail(struct srd_rma_coll *coll, int result) {
   if (!coll->result) coll->result = result;
+  return result;
 }
 
 static struct srd_rma_op *op_get(struct srd_rma_coll *coll) {
@@ -98,7 +99,7 @@ static void op_finish(struct srd_rma_op *op, int result) {
   if (op->done) return;
   op->done = true;
   op->result = result;
-  if (result) coll_fail(op->coll, result);
+  if (result) srd_rma_coll_fail(op->coll, result);
 }
 
 static void op_check_done(struct srd_rma_op *op) {

@@ -57,11 +57,6 @@ static void nic_free(struct srd_rma_nic *nic) {
   free(nic);
 }
 
-static int fail(struct srd_rma_coll *coll, int rc) {
-  if (!coll->result) coll->result = rc;
-  return rc;
-}
-
 static void nic_done(struct srd_op *op, int err, const char *errstr);
 
 static struct srd_rma_nic *nic_get(struct srd_rma_coll *coll) {
@@ -119,12 +114,12 @@ static int push(struct srd_rma_nic *nic, struct nic_entry e) {
 int srd_rma_nic_apply(struct srd_rma_win *w, size_t word, uint64_t add) {
   struct srd_rma_coll *coll = w->coll;
   struct srd_rma_nic *nic = nic_get(coll);
-  if (!nic || win_words(w)) return fail(coll, SRD_ERR_SYSTEM);
+  if (!nic || win_words(w)) return srd_rma_coll_fail(coll, SRD_ERR_SYSTEM);
   w->pending[word] += add;
   if (!w->queued[word]) {
     if (push(nic, (struct nic_entry){w->index, (uint32_t)word})) {
       SRD_WARN("RMA window %u: no memory to queue a signal", w->index);
-      return fail(coll, SRD_ERR_SYSTEM);
+      return srd_rma_coll_fail(coll, SRD_ERR_SYSTEM);
     }
     w->queued[word] = 1;
   }
@@ -177,7 +172,7 @@ int srd_rma_nic_post(struct srd_rma_coll *coll) {
     } else {
       if (dev->gdr.flush && w->stream && srd_cuda_stream_flush_remote(w->stream, err, sizeof(err))) {
         SRD_WARN("RMA signal into GPU window %u: %s", w->index, err);
-        return fail(coll, SRD_ERR_SYSTEM);
+        return srd_rma_coll_fail(coll, SRD_ERR_SYSTEM);
       }
       rc = dev->rail_ops->loopback_write(rail, &nic->slot[0], 8, desc, raddr, key, &nic->op);
     }
@@ -185,7 +180,7 @@ int srd_rma_nic_post(struct srd_rma_coll *coll) {
     if (rc) {
       SRD_WARN("RMA signal into window %u at offset %u: loopback %s on rail %s failed: %s", w->index,
                nic->cur.word * 8, nic->state == NIC_READ ? "read" : "write", rail->name, fi_strerror(-rc));
-      return fail(coll, SRD_ERR_SYSTEM);
+      return srd_rma_coll_fail(coll, SRD_ERR_SYSTEM);
     }
     nic->in_flight = true;
     return SRD_OK;
@@ -205,7 +200,7 @@ static void nic_done(struct srd_op *op, int err, const char *errstr) {
              nic->cur.word * 8, nic->state == NIC_READ ? "read" : "write", nic->dev->rails[0].name,
              errstr ? errstr : fi_strerror(-err));
     nic->state = NIC_IDLE;
-    fail(coll, SRD_ERR_SYSTEM);
+    srd_rma_coll_fail(coll, SRD_ERR_SYSTEM);
     return;
   }
   if (nic->state == NIC_READ) {
@@ -217,19 +212,23 @@ static void nic_done(struct srd_op *op, int err, const char *errstr) {
   srd_rma_nic_post(coll);
 }
 
-bool srd_rma_nic_writing(const struct srd_rma_coll *coll, uint32_t index) {
-  const struct srd_rma_nic *nic = coll->nic;
-  return nic && nic->in_flight && nic->cur.win == index;
+static bool busy(const struct srd_rma_nic *nic, uint32_t index) {
+  return nic && nic->in_flight && (index == UINT32_MAX || nic->cur.win == index);
+}
+
+bool srd_rma_nic_settle(struct srd_rma_coll *coll, uint32_t index) {
+  /* Lock held: progress here completes the op. */
+  uint64_t until = srd_now_us() + (uint64_t)srd_param_int(SRD_PARAM_CLOSE_TIMEOUT_MS) * 1000;
+  while (busy(coll->nic, index) && srd_now_us() < until) srd_dev_progress(coll->dev);
+  return !busy(coll->nic, index);
 }
 
 void srd_rma_nic_close(struct srd_rma_coll *coll) {
   struct srd_rma_nic *nic = coll->nic;
   if (!nic) return;
+  bool settled = srd_rma_nic_settle(coll, UINT32_MAX);
   coll->nic = NULL;
-  /* Lock held: progress here completes the last op, bounded. */
-  uint64_t until = srd_now_us() + (uint64_t)srd_param_int(SRD_PARAM_CLOSE_TIMEOUT_MS) * 1000;
-  while (nic->in_flight && srd_now_us() < until) srd_dev_progress(nic->dev);
-  if (!nic->in_flight) {
+  if (settled) {
     nic_free(nic);
     return;
   }

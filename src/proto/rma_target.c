@@ -95,10 +95,8 @@ int srd_rma_win_free(struct srd_rma_win *w) {
    * the GPU. A loopback signal op in flight into it is waited for, bounded:
    * its key must stay valid until it completes. */
   int rc = srd_rma_gpu_sync(w);
-  uint64_t until = srd_now_us() + (uint64_t)srd_param_int(SRD_PARAM_CLOSE_TIMEOUT_MS) * 1000;
   pthread_mutex_lock(&dev->lock);
-  while (srd_rma_nic_writing(w->coll, w->index) && srd_now_us() < until) srd_dev_progress(dev);
-  if (srd_rma_nic_writing(w->coll, w->index)) {
+  if (!srd_rma_nic_settle(w->coll, w->index)) {
     SRD_WARN("RMA window %u: deregistered with a loopback signal op into it still in flight", w->index);
     rc = SRD_ERR_SYSTEM;
   }
@@ -147,7 +145,7 @@ static void apply_ready(struct srd_rma_peer *p) {
       int rc = srd_rma_signal_target(coll, &s->sig, coll->rank, &word, &coll->dev->foreign_log)
                    ? SRD_OK /* logged: a forged signal fails nothing */
                    : srd_rma_apply(coll->wins[s->sig.window], word, s->sig.op, s->sig.value);
-      if (rc && !coll->result) coll->result = rc;
+      if (rc) srd_rma_coll_fail(coll, rc);
     }
     memset(s, 0, sizeof(*s));
     p->next_apply++;
