@@ -154,6 +154,11 @@ struct srd_listener;
 
 /* What both directions keep; a send comm (struct srd_send_comm) and a
  * receive comm (struct srd_recv_comm) extend it. */
+/* A listener's answer to a hello: a stranger's hello may name an address
+ * that takes the post and then fails it (tcp: a closed port), so accept()
+ * hands a comm out only once the provider reports the answer delivered. */
+enum srd_answer_state { SRD_ANSWER_UNSENT, SRD_ANSWER_POSTED, SRD_ANSWER_DELIVERED, SRD_ANSWER_FAILED };
+
 struct srd_comm {
   uint64_t magic;       /* SRD_COMM_MAGIC from alloc until close */
   struct srd_dev *dev;
@@ -234,6 +239,7 @@ struct srd_comm {
   uint64_t cookie;
   uint64_t deadline_ms;
   uint64_t answer_since_ms; /* accept: when its answer was first tried */
+  enum srd_answer_state answer; /* accept: the answer's send; the comm is handed out once delivered */
   const void *connect_key;
   fi_addr_t listener_addr;  /* rail 0 AV entry of the listener, for the hello */
   uint32_t listener_id;
@@ -579,6 +585,10 @@ static inline bool srd_dev_caller_polls(const struct srd_dev *dev, int i) { retu
 typedef size_t (*srd_ctrl_encoder)(void *buf, size_t cap, const void *arg);
 int srd_comm_send_ctrl(struct srd_comm *c, fi_addr_t dest, srd_ctrl_encoder encode, const void *arg,
                        struct srd_req *req);
+/* The listener's answer (rail 0, endpoint 0, to dest): its completion sets
+ * c->answer (and on failure the provider's text in c->error) without failing
+ * the comm, which accept() then drops. SRD_OK, SRD_AGAIN, or -FI_* refused. */
+int srd_comm_send_answer(struct srd_comm *c, fi_addr_t dest, srd_ctrl_encoder encode, const void *arg);
 
 /* Data path (src/proto/send.c, recv.c). Lock held. Results are enum srd_err;
  * isend answers SRD_AGAIN (no request) until the peer's clear-to-send or a

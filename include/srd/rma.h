@@ -165,6 +165,8 @@ bool srd_rma_op_test(struct srd_rma_op *op);
 bool srd_rma_op_valid(const struct srd_rma_coll *coll, const struct srd_rma_op *op);
 /* NCCL saw it done. */
 void srd_rma_op_release(struct srd_rma_op *op);
+/* Inside the module: an op a queue held (outstanding) ends with result. */
+void srd_rma_op_end(struct srd_rma_op *op, int result);
 
 /* Inside the module: the word a signal m for rank's window adds to (*word
  * set only for our own windows); SRD_ERR_ARG outside the window, logged
@@ -213,6 +215,13 @@ void srd_rma_gpu_close(struct srd_rma_coll *coll);
  * group. */
 int srd_rma_nic_apply(struct srd_rma_win *w, size_t word, uint64_t add);
 int srd_rma_nic_post(struct srd_rma_coll *coll);
+/* Ops to ourselves by loopback RMA, in the same queue: where a window they
+ * name has its signals written by the NIC, or while earlier ones are queued
+ * (order). self: op (kind, size, local, raddr, signal set; windows: rwin the
+ * remote side's, lwin the local one's) ends by srd_rma_op_end. */
+bool srd_rma_nic_takes_self(const struct srd_rma_coll *coll, const struct srd_rma_win *lwin,
+                            const struct srd_rma_win *rwin, const struct srd_rma_win *sigwin);
+int srd_rma_nic_self(struct srd_rma_op *op, struct srd_rma_win *rwin, struct srd_rma_win *lwin);
 /* Wait, bounded by NCCL_SRD_CLOSE_TIMEOUT_MS, while a loopback op into window
  * index (any window: UINT32_MAX) is in flight; true when none is. */
 bool srd_rma_nic_settle(struct srd_rma_coll *coll, uint32_t index);

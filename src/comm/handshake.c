@@ -287,6 +287,39 @@ static void start_answers(struct srd_listener *l) {
   }
 }
 
+/* Where the answer to c's hello stands: SRD_OK delivered, SRD_AGAIN on its
+ * way, otherwise given up, *why saying why (with c->error, the provider's text). */
+static int answer_progress(struct srd_listener *l, struct srd_comm *c, const char **why) {
+  struct srd_dev *dev = l->dev;
+  uint64_t now = srd_now_ms();
+  if (c->result) { /* c->error says why (a flood of early messages, ...) */
+    *why = "failed";
+    return c->result;
+  }
+  if (c->answer == SRD_ANSWER_UNSENT) {
+    struct peer_msg m = {c, SRD_MSG_ACCEPT, c->peer_id, l->id, false};
+    int rc = srd_comm_send_answer(c, c->peer[0], encode_peer, &m);
+    if (rc != SRD_OK && rc != SRD_AGAIN) {
+      *why = "could not be posted";
+      return rc;
+    }
+    if (rc == SRD_AGAIN && now - c->answer_since_ms >= ANSWER_CHECK_MS &&
+        dev->rail_ops->peer_refused(&dev->rails[0], c->peer[0], now, ANSWER_CHECK_MS)) {
+      *why = "goes to an address that refuses connections";
+      return SRD_ERR_REMOTE;
+    }
+  }
+  if (c->answer == SRD_ANSWER_DELIVERED) return SRD_OK;
+  if (c->answer == SRD_ANSWER_FAILED) {
+    *why = "failed";
+    return SRD_ERR_REMOTE;
+  }
+  if (now <= c->deadline_ms) return SRD_AGAIN;
+  *why = c->answer == SRD_ANSWER_POSTED ? "was not delivered within NCCL_SRD_CONNECT_TIMEOUT_MS"
+                                        : "could not be sent within NCCL_SRD_CONNECT_TIMEOUT_MS";
+  return SRD_ERR_REMOTE;
+}
+
 int srd_accept(struct srd_listener *l, struct srd_comm **out) {
   *out = NULL;
   srd_dev_progress(l->dev);
@@ -294,11 +327,9 @@ int srd_accept(struct srd_listener *l, struct srd_comm **out) {
   struct srd_dev *dev = l->dev;
   for (struct srd_comm **p = &l->answering; *p;) {
     struct srd_comm *c = *p;
-    int rc = post_peer_msg(c, SRD_MSG_ACCEPT, c->peer_id, c->peer[0], l->id, false);
-    uint64_t now = srd_now_ms();
-    bool refused = rc == SRD_AGAIN && now - c->answer_since_ms >= ANSWER_CHECK_MS &&
-                   dev->rail_ops->peer_refused(&dev->rails[0], c->peer[0], now, ANSWER_CHECK_MS);
-    if (rc == SRD_AGAIN && !refused && now <= c->deadline_ms) {
+    const char *why = NULL;
+    int rc = answer_progress(l, c, &why);
+    if (rc == SRD_AGAIN) {
       p = &c->next_connecting;
       continue;
     }
@@ -306,17 +337,15 @@ int srd_accept(struct srd_listener *l, struct srd_comm **out) {
     l->nanswering--;
     c->next_connecting = NULL;
     if (rc) {
-      SRD_WARN_LIMITED(&dev->foreign_log, "device %d: the answer to process %u's hello %s; dropped", dev->index,
-                       c->peer_pid,
-                       refused           ? "goes to an address that refuses connections"
-                       : rc == SRD_AGAIN ? "could not be sent within NCCL_SRD_CONNECT_TIMEOUT_MS"
-                                         : "failed");
+      SRD_WARN_LIMITED(&dev->foreign_log, "device %d: the answer to process %u's hello %s%s%s; dropped", dev->index,
+                       c->peer_pid, why, c->error[0] ? ": " : "", c->error);
       srd_comm_close(c);
       continue;
     }
     l->answered[l->nanswered++ % SRD_LISTENER_ANSWERED] = c->peer_token;
     c->ready = true;
     c->last_heard_ms = srd_now_ms();
+    srd_comm_replay_early(c);
     *out = c;
     return SRD_OK;
   }

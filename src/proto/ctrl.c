@@ -123,6 +123,23 @@ int srd_comm_send_ctrl(struct srd_comm *c, fi_addr_t dest, srd_ctrl_encoder enco
   return rc;
 }
 
+/* The answer's outcome is accept()'s to judge: a stranger's hello naming a
+ * dead address is logged there, limited, not as a comm failure. */
+static void answer_sent(struct srd_op *op, int err, const char *errstr) {
+  struct srd_rail_buf *b = (struct srd_rail_buf *)op;
+  struct srd_comm *c = op->owner;
+  c->ops_in_flight--;
+  if (err) snprintf(c->error, sizeof(c->error), "%s", errstr ? errstr : fi_strerror(-err));
+  c->answer = err ? SRD_ANSWER_FAILED : SRD_ANSWER_DELIVERED;
+  c->dev->rail_ops->put_send_buf(b);
+}
+
+int srd_comm_send_answer(struct srd_comm *c, fi_addr_t dest, srd_ctrl_encoder encode, const void *arg) {
+  int rc = send_on(c, 0, dest, encode, arg, NULL, answer_sent);
+  if (rc == SRD_OK) c->answer = SRD_ANSWER_POSTED;
+  return rc;
+}
+
 struct probe_msg {
   const struct srd_comm *c;
   struct srd_msg_probe m;
@@ -150,7 +167,7 @@ static void probe_done(struct srd_op *op, int err, const char *errstr) {
 }
 
 /* An answer's send: nothing waits on it (the prober times its round out). */
-static void answer_done(struct srd_op *op, int err, const char *errstr) {
+static void probe_answer_done(struct srd_op *op, int err, const char *errstr) {
   struct srd_rail_buf *b = (struct srd_rail_buf *)op;
   struct srd_comm *c = op->owner;
   c->ops_in_flight--;
@@ -178,5 +195,5 @@ int srd_comm_probe_rail(struct srd_comm *c, int l, uint32_t round) {
 
 int srd_comm_answer_probe(struct srd_comm *c, int l, fi_addr_t src, const struct srd_msg_probe *m) {
   struct probe_msg p = {c, {m->rail, 1, m->round}};
-  return refused_fails_round(c, l, send_on(c, l * c->dev->neps, src, encode_probe, &p, NULL, answer_done));
+  return refused_fails_round(c, l, send_on(c, l * c->dev->neps, src, encode_probe, &p, NULL, probe_answer_done));
 }

@@ -102,6 +102,12 @@ static void op_finish(struct srd_rma_op *op, int result) {
   if (result) srd_rma_coll_fail(op->coll, result);
 }
 
+void srd_rma_op_end(struct srd_rma_op *op, int result) {
+  op->outstanding--;
+  op_finish(op, result);
+  if (op->released && !op->outstanding) op_put(op);
+}
+
 static void op_check_done(struct srd_rma_op *op) {
   if (op->posted == op->nstripes && op->completed == op->nstripes && (!op->has_signal || op->signal_sent))
     op_finish(op, SRD_OK);
@@ -258,6 +264,28 @@ static bool peer_known(const struct srd_rma_coll *coll, int rank) {
   return false;
 }
 
+/* An op to ourselves through the NIC's loopback queue: its windows and the
+ * signal (checked by the caller) ride on op. */
+static int self_by_nic(struct srd_rma_op *op, struct srd_rma_win *lwin, uint64_t loff, struct srd_rma_win *rwin,
+                       uint64_t roff, const struct srd_msg_rma_signal *sig, struct srd_rma_op **out) {
+  if (op->size) {
+    op->lwin = lwin;
+    op->local = lwin->base + loff;
+    op->raddr = rwin->remote[op->coll->rank].addr + roff;
+  }
+  if (sig) {
+    op->has_signal = true;
+    op->signal = *sig;
+  }
+  int rc = srd_rma_nic_self(op, rwin, lwin);
+  if (rc) {
+    op_put(op);
+    return rc;
+  }
+  *out = op;
+  return SRD_OK;
+}
+
 /* A self op started: done now, or when its stream work is (test polls). */
 static int self_done(struct srd_rma_op *op, int rc, struct srd_rma_op **out) {
   if (rc) {
@@ -303,6 +331,8 @@ int srd_rma_put(struct srd_rma_coll *coll, int rank, struct srd_rma_win *lwin, u
   op->peer = &coll->peers[rank];
   op->size = size;
   if (rank == coll->rank) {
+    struct srd_rma_win *sigwin = sig ? coll->wins[sig->window] : NULL;
+    if (srd_rma_nic_takes_self(coll, lwin, rwin, sigwin)) return self_by_nic(op, lwin, loff, rwin, roff, sig, out);
     /* Ourselves: every earlier op to us is complete already, in order, or
      * queued before this one on the same stream. */
     int rc = srd_rma_gpu_self(op, rwin, size ? rwin->base + roff : NULL, lwin, size ? lwin->base + loff : NULL, size,
@@ -343,6 +373,8 @@ int srd_rma_get(struct srd_rma_coll *coll, int rank, struct srd_rma_win *lwin, u
   op->kind = SRD_RMA_GET;
   op->peer = &coll->peers[rank];
   op->size = size;
+  if (rank == coll->rank && size && srd_rma_nic_takes_self(coll, lwin, rwin, NULL))
+    return self_by_nic(op, lwin, loff, rwin, roff, NULL, out);
   if (rank == coll->rank || !size) {
     int rc = srd_rma_gpu_self(op, lwin, size ? lwin->base + loff : NULL, rwin, size ? rwin->base + roff : NULL, size,
                               NULL, NULL, NULL);

@@ -14,7 +14,13 @@
  * waits in the queue at most once; signals to it meanwhile add to what the
  * write will carry, so the queue is bounded by the windows' words. A
  * resettable word (not NEVER_RESET: the GPU may zero it) is read back by a
- * loopback read first. */
+ * loopback read first.
+ *
+ * Puts and gets to ourselves take the same queue (loopback writes or reads,
+ * max_write at a time), for the same reason: a copy on a stream could wait
+ * behind the application's stream wait too. Their signal is applied once
+ * their data is placed, so a signal to ourselves is seen after the data of
+ * its op and of every earlier op to ourselves. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -30,10 +36,22 @@ enum nic_state {
   NIC_IDLE,  /* nothing taken from the queue */
   NIC_READ,  /* cur's word must be read back (posted when in_flight) */
   NIC_WRITE, /* slot[0] must be written to cur's word (posted when in_flight) */
+  NIC_SELF,  /* cur's op moves its data from cur_off on (posted when in_flight) */
+};
+
+enum entry_kind {
+  ENTRY_WORD,        /* a word the NIC writes: win, word; its adds wait in the window's pending */
+  ENTRY_SELF,        /* an op to ourselves: win is the window of its remote side (destination of a
+                      * put, source of a get), word the index of its local one (UINT32_MAX both
+                      * for a signal without data) */
+  ENTRY_HOST_SIGNAL, /* an op to ourselves signals a word no NIC writes: add to win's word, in turn */
 };
 
 struct nic_entry {
+  enum entry_kind kind;
   uint32_t win, word;
+  uint64_t add;
+  struct srd_rma_op *self;
 };
 
 struct srd_rma_nic {
@@ -48,6 +66,8 @@ struct srd_rma_nic {
   bool in_flight;
   struct nic_entry cur;
   uint64_t cur_add; /* what cur's write adds to the word read back */
+  size_t cur_off, cur_len; /* NIC_SELF: data placed so far, and what the op in flight moves */
+  uint64_t selves; /* ops to ourselves taken so far */
 };
 
 static void nic_free(struct srd_rma_nic *nic) {
@@ -111,30 +131,89 @@ static int push(struct srd_rma_nic *nic, struct nic_entry e) {
   return SRD_OK;
 }
 
-int srd_rma_nic_apply(struct srd_rma_win *w, size_t word, uint64_t add) {
-  struct srd_rma_coll *coll = w->coll;
-  struct srd_rma_nic *nic = nic_get(coll);
-  if (!nic || win_words(w)) return srd_rma_coll_fail(coll, SRD_ERR_SYSTEM);
+static int queue_word(struct srd_rma_nic *nic, struct srd_rma_win *w, size_t word, uint64_t add) {
+  if (win_words(w)) return srd_rma_coll_fail(w->coll, SRD_ERR_SYSTEM);
   w->pending[word] += add;
   if (!w->queued[word]) {
-    if (push(nic, (struct nic_entry){w->index, (uint32_t)word})) {
+    if (push(nic, (struct nic_entry){ENTRY_WORD, w->index, (uint32_t)word, 0, NULL})) {
       SRD_WARN("RMA window %u: no memory to queue a signal", w->index);
-      return srd_rma_coll_fail(coll, SRD_ERR_SYSTEM);
+      return srd_rma_coll_fail(w->coll, SRD_ERR_SYSTEM);
     }
     w->queued[word] = 1;
   }
+  return SRD_OK;
+}
+
+int srd_rma_nic_apply(struct srd_rma_win *w, size_t word, uint64_t add) {
+  struct srd_rma_nic *nic = nic_get(w->coll);
+  if (!nic) return srd_rma_coll_fail(w->coll, SRD_ERR_SYSTEM);
+  int rc = queue_word(nic, w, word, add);
+  return rc ? rc : srd_rma_nic_post(w->coll);
+}
+
+bool srd_rma_nic_takes_self(const struct srd_rma_coll *coll, const struct srd_rma_win *lwin,
+                            const struct srd_rma_win *rwin, const struct srd_rma_win *sigwin) {
+  return (lwin && lwin->nic_signals) || (rwin && rwin->nic_signals) || (sigwin && sigwin->nic_signals) ||
+         (coll->nic && (coll->nic->count || coll->nic->state != NIC_IDLE));
+}
+
+int srd_rma_nic_self(struct srd_rma_op *op, struct srd_rma_win *rwin, struct srd_rma_win *lwin) {
+  struct srd_rma_coll *coll = op->coll;
+  struct srd_rma_nic *nic = nic_get(coll);
+  struct nic_entry e = {ENTRY_SELF, op->size ? rwin->index : UINT32_MAX, op->size ? lwin->index : UINT32_MAX, 0, op};
+  if (!nic || push(nic, e)) {
+    SRD_WARN("RMA %s of %zu bytes to ourselves: no memory to queue it", op->kind == SRD_RMA_PUT ? "put" : "get",
+             op->size);
+    return srd_rma_coll_fail(coll, SRD_ERR_SYSTEM);
+  }
+  if (!nic->selves++) SRD_INFO(NCCL_NET, "RMA: ops to ourselves by loopback RDMA on rail %s", coll->dev->rails[0].name);
+  op->outstanding++;
   return srd_rma_nic_post(coll);
 }
 
-/* Take the next word whose window is still there; its adds go with it. */
+/* The op to ourselves under way ends: its signal, once its data is placed,
+ * goes to the back of the queue, behind every signal queued before (or adds
+ * to a word waiting there: that write comes after this data either way). */
+static void self_end(struct srd_rma_nic *nic, int rc) {
+  struct srd_rma_coll *coll = nic->coll;
+  struct srd_rma_op *op = nic->cur.self;
+  nic->state = NIC_IDLE;
+  char *at = NULL;
+  if (!rc && op->has_signal && !(rc = srd_rma_signal_target(coll, &op->signal, coll->rank, &at, NULL))) {
+    struct srd_rma_win *w = coll->wins[op->signal.window];
+    uint64_t add = op->signal.op == SRD_RMA_SIGNAL_INC ? 1 : op->signal.value;
+    uint32_t word = (uint32_t)((size_t)(at - w->base) / 8);
+    if (w->nic_signals) {
+      rc = queue_word(nic, w, word, add);
+    } else if (push(nic, (struct nic_entry){ENTRY_HOST_SIGNAL, w->index, word, add, NULL})) {
+      SRD_WARN("RMA window %u: no memory to queue a signal", w->index);
+      rc = SRD_ERR_SYSTEM;
+    }
+  }
+  srd_rma_op_end(op, rc);
+}
+
+/* Take the next entry whose window is still there (a word's adds go with
+ * it); a signal to a word no NIC writes is applied on the way. */
 static bool take(struct srd_rma_nic *nic) {
   struct srd_rma_coll *coll = nic->coll;
   while (nic->count) {
     struct nic_entry e = nic->q[nic->head];
     nic->head = (nic->head + 1) % nic->cap;
     nic->count--;
+    if (e.kind == ENTRY_SELF) {
+      nic->cur = e;
+      nic->cur_off = 0;
+      nic->state = NIC_SELF;
+      return true;
+    }
     struct srd_rma_win *w = coll->wins[e.win];
     if (!w) continue; /* deregistered: NCCL no longer waits on it */
+    if (e.kind == ENTRY_HOST_SIGNAL) {
+      int rc = srd_rma_apply(w, w->base + (size_t)e.word * 8, SRD_RMA_SIGNAL_ADD, e.add);
+      if (rc) srd_rma_coll_fail(coll, rc);
+      continue;
+    }
     w->queued[e.word] = 0;
     nic->cur = e;
     nic->cur_add = w->pending[e.word];
@@ -150,11 +229,55 @@ static bool take(struct srd_rma_nic *nic) {
   return false;
 }
 
+/* Post the next piece of the op to ourselves under way: SRD_OK posted (or
+ * the provider's queue full: progress posts it again), SRD_AGAIN the op
+ * ended, or the group's error. */
+static int post_self(struct srd_rma_nic *nic) {
+  struct srd_rma_coll *coll = nic->coll;
+  struct srd_rma_op *op = nic->cur.self;
+  if (nic->cur_off == op->size) {
+    self_end(nic, SRD_OK);
+    return SRD_AGAIN;
+  }
+  const char *what = op->kind == SRD_RMA_PUT ? "put" : "get";
+  struct srd_rma_win *rwin = coll->wins[nic->cur.win], *lwin = coll->wins[nic->cur.word];
+  if (!rwin || !lwin) {
+    SRD_WARN("RMA %s of %zu bytes to ourselves: a window it names was deregistered before it ran", what, op->size);
+    self_end(nic, SRD_ERR_USAGE);
+    return SRD_AGAIN;
+  }
+  struct srd_dev *dev = coll->dev;
+  struct srd_rail *rail = &dev->rails[0];
+  uint64_t key = dev->rail_ops->mr_key(rwin->mrs->mr[0]);
+  void *desc = dev->rail_ops->mr_desc(lwin->mrs->mr[0]);
+  size_t len = op->size - nic->cur_off;
+  if (rail->max_write && len > rail->max_write) len = rail->max_write;
+  char *local = op->local + nic->cur_off;
+  uint64_t raddr = op->raddr + nic->cur_off;
+  int rc = op->kind == SRD_RMA_PUT ? dev->rail_ops->loopback_write(rail, local, len, desc, raddr, key, &nic->op)
+                                   : dev->rail_ops->loopback_read(rail, local, len, desc, raddr, key, &nic->op);
+  if (rc == -FI_EAGAIN) return SRD_OK;
+  if (rc) {
+    SRD_WARN("RMA %s of %zu bytes to ourselves: loopback %s on rail %s failed: %s", what, op->size,
+             op->kind == SRD_RMA_PUT ? "write" : "read", rail->name, fi_strerror(-rc));
+    self_end(nic, SRD_ERR_SYSTEM);
+    return srd_rma_coll_fail(coll, SRD_ERR_SYSTEM);
+  }
+  nic->cur_len = len;
+  nic->in_flight = true;
+  return SRD_OK;
+}
+
 int srd_rma_nic_post(struct srd_rma_coll *coll) {
   struct srd_rma_nic *nic = coll->nic;
   if (!nic || nic->in_flight || coll->result) return coll->result;
   for (;;) {
     if (nic->state == NIC_IDLE && !take(nic)) return SRD_OK;
+    if (nic->state == NIC_SELF) {
+      int rc = post_self(nic);
+      if (rc == SRD_AGAIN) continue; /* ended: the next entry */
+      return rc;
+    }
     struct srd_rma_win *w = coll->wins[nic->cur.win];
     if (!w) {
       nic->state = NIC_IDLE;
@@ -195,6 +318,15 @@ static void nic_done(struct srd_op *op, int err, const char *errstr) {
     nic_free(nic);
     return;
   }
+  if (err && nic->state == NIC_SELF) {
+    const struct srd_rma_op *self = nic->cur.self;
+    SRD_WARN("RMA %s of %zu bytes to ourselves: loopback %s on rail %s failed: %s",
+             self->kind == SRD_RMA_PUT ? "put" : "get", self->size, self->kind == SRD_RMA_PUT ? "write" : "read",
+             nic->dev->rails[0].name, errstr ? errstr : fi_strerror(-err));
+    self_end(nic, SRD_ERR_SYSTEM);
+    srd_rma_coll_fail(coll, SRD_ERR_SYSTEM);
+    return;
+  }
   if (err) {
     SRD_WARN("RMA signal into window %u at offset %u: loopback %s on rail %s failed: %s", nic->cur.win,
              nic->cur.word * 8, nic->state == NIC_READ ? "read" : "write", nic->dev->rails[0].name,
@@ -203,7 +335,9 @@ static void nic_done(struct srd_op *op, int err, const char *errstr) {
     srd_rma_coll_fail(coll, SRD_ERR_SYSTEM);
     return;
   }
-  if (nic->state == NIC_READ) {
+  if (nic->state == NIC_SELF) {
+    nic->cur_off += nic->cur_len;
+  } else if (nic->state == NIC_READ) {
     nic->slot[0] = nic->slot[1] + nic->cur_add;
     nic->state = NIC_WRITE;
   } else {
@@ -212,8 +346,9 @@ static void nic_done(struct srd_op *op, int err, const char *errstr) {
   srd_rma_nic_post(coll);
 }
 
+/* An op to ourselves names two windows: any deregistration waits for it. */
 static bool busy(const struct srd_rma_nic *nic, uint32_t index) {
-  return nic && nic->in_flight && (index == UINT32_MAX || nic->cur.win == index);
+  return nic && nic->in_flight && (index == UINT32_MAX || nic->state == NIC_SELF || nic->cur.win == index);
 }
 
 bool srd_rma_nic_settle(struct srd_rma_coll *coll, uint32_t index) {

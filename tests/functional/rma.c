@@ -296,6 +296,35 @@ static int ordering_rank(int rank, int nranks, void *arg) {
   return 0;
 }
 
+/* Puts to ourselves, each adding 1 to one word: whenever the word reads k,
+ * the first k pieces are there (strong signals), seen while they land; where
+ * the NIC writes signals the puts themselves go by loopback writes too. */
+static void self_ordering(struct rank_state *s, int rank, const char *mine, char *got, size_t len, void *mmh,
+                          void *gmh, void *smh, const uint64_t *sig) {
+  enum { PIECES = 8 };
+  const uint64_t *word = &sig[3];
+  size_t piece = len / PIECES;
+  void *reqs[PIECES];
+  memset(got, POISON, len);
+  for (int i = 0; i < PIECES; i++)
+    ST_NCCL(s->rma->iputSignal(s->rctx, 0, (uint64_t)i * piece, mmh, piece, (uint64_t)i * piece, gmh, (uint32_t)rank,
+                               3 * sizeof(uint64_t), smh, 0,
+                               NCCL_NET_SIGNAL_OP_INC, true, &reqs[i]));
+  int64_t end = st_now_ms() + TIMEOUT_MS;
+  for (uint64_t seen = 0; seen < PIECES;) {
+    uint64_t k = load_signal(word);
+    ST_CHECK(k <= PIECES, "self signal reads %llu after %d puts", (unsigned long long)k, PIECES);
+    for (uint64_t i = seen; i < k; i++)
+      ST_CHECK(!memcmp(got + i * piece, mine + i * piece, piece), "self signal reads %llu but piece %llu is not there",
+               (unsigned long long)k, (unsigned long long)i);
+    seen = k;
+    ST_CHECK(st_now_ms() < end, "self signal %llu of %d after %d ms", (unsigned long long)k, PIECES, TIMEOUT_MS);
+  }
+  for (int i = 0; i < PIECES; i++) wait_req(s, reqs[i], "self put");
+  if (getenv("NCCL_SRD_TEST_NIC_SIGNALS"))
+    ST_CHECK(st_log_count("ops to ourselves by loopback RDMA") > 0, "no put to ourselves went by the NIC");
+}
+
 static int get_rank(int rank, int nranks, void *arg, bool self) {
   struct rank_state s;
   open_rma(&s, rank, nranks, arg, true);
@@ -320,6 +349,7 @@ static int get_rank(int rank, int nranks, void *arg, bool self) {
     /* A put+signal to ourselves lands before test says done, except where
      * the NIC writes signals (NCCL_SRD_TEST_NIC_SIGNALS): then the signal
      * comes once its loopback write does, after the data. */
+    memset(got, POISON, len);
     ST_NCCL(s.rma->iputSignal(s.rctx, 0, 0, mmh, len, 0, gmh, (uint32_t)rank, 16, smh, 7, NCCL_NET_SIGNAL_OP_ADD,
                               true, &req));
     wait_req(&s, req, "loopback put");
@@ -329,6 +359,7 @@ static int get_rank(int rank, int nranks, void *arg, bool self) {
     }
     ST_CHECK(load_signal(&sig[2]) == 7, "loopback signal %llu", (unsigned long long)load_signal(&sig[2]));
     ST_CHECK(st_pattern_check(got, len, 900 + (size_t)rank) == SIZE_MAX, "loopback put: wrong data");
+    self_ordering(&s, rank, mine, got, len, mmh, gmh, smh, sig);
   }
   st_barrier(TIMEOUT_MS);
   ST_NCCL(s.rma->deregMrSym(s.coll, mmh));

@@ -2080,6 +2080,8 @@ TEST_F(Proto, ResentHelloMakesNoSecondComm) {
   srd_handshake_on_message(&b, &m);
   EXPECT_EQ(1, l->nhellos) << "a copy of a waiting hello took a place";
   srd_comm *c = nullptr, *c2 = nullptr;
+  ASSERT_EQ(SRD_AGAIN, srd_accept(l, &c)); // the answer posted
+  complete_send(0);
   ASSERT_EQ(SRD_OK, srd_accept(l, &c));
   ASSERT_TRUE(c);
   srd_handshake_on_message(&b, &m);
@@ -2089,6 +2091,42 @@ TEST_F(Proto, ResentHelloMakesNoSecondComm) {
   m.u.peer.token = 0x5678; // another connect whose first hello was dropped
   srd_handshake_on_message(&b, &m);
   EXPECT_EQ(1, l->nhellos) << "a resent hello whose first never came is served";
+  srd_comm_close(c);
+  srd_close_listen(l);
+  srd_listener_pool_free(&b);
+}
+
+// accept() hands a comm out once its answer is delivered, not posted: efa
+// takes a send to any address and fails it later, and tcp's address may be a
+// closed port; a failed answer is dropped and holds no place.
+TEST_F(Proto, AcceptWaitsForItsAnswer) {
+  b.rails[0].ep_name_len = 16;
+  char handle[SRD_HANDLE_SIZE] = {};
+  srd_listener *l = nullptr;
+  ASSERT_EQ(SRD_OK, srd_listen(&b, handle, &l));
+  uint8_t name[16] = {1, 2, 3};
+  srd_msg m{};
+  m.type = SRD_MSG_HELLO;
+  m.u.peer = {l->cookie, 0x1234, l->id, 0x10005, 42, 0, 1, 1, 16, 0, name};
+  srd_handshake_on_message(&b, &m);
+  srd_comm *c = nullptr;
+  ASSERT_EQ(SRD_AGAIN, srd_accept(l, &c));
+  ASSERT_EQ(1u, g.sends.size());
+  EXPECT_EQ(SRD_MSG_ACCEPT, sent_type(0));
+  EXPECT_EQ(SRD_AGAIN, srd_accept(l, &c));
+  EXPECT_FALSE(c) << "a comm whose answer is only posted was handed out";
+  EXPECT_EQ(1u, g.sends.size()) << "the answer was posted twice";
+  complete_send(0, -FI_EHOSTUNREACH);
+  EXPECT_EQ(SRD_AGAIN, srd_accept(l, &c));
+  EXPECT_FALSE(c) << "a comm whose answer failed was handed out";
+  EXPECT_EQ(0, l->nanswering) << "a failed answer holds its place";
+  m.u.peer.token = 0x5678;
+  srd_handshake_on_message(&b, &m);
+  ASSERT_EQ(SRD_AGAIN, srd_accept(l, &c));
+  complete_send(0);
+  ASSERT_EQ(SRD_OK, srd_accept(l, &c));
+  ASSERT_TRUE(c);
+  EXPECT_EQ(0x5678u, c->peer_token);
   srd_comm_close(c);
   srd_close_listen(l);
   srd_listener_pool_free(&b);
@@ -2394,6 +2432,72 @@ TEST_F(RmaNic, SignalIsALoopbackWriteAfterTheFlushOneInFlight) {
   EXPECT_EQ(7u, word(8));
   EXPECT_EQ(100u, word(16));
   EXPECT_EQ(0, coll->result);
+}
+
+// Ops to ourselves on windows the NIC writes go by loopback RDMA through the
+// signal queue, never a stream: the data, then its signal. A later op to
+// ourselves on host memory waits its turn: its signal never shows before an
+// earlier one's.
+TEST_F(RmaNic, SelfOpsAreLoopbackRdmaInOrder) {
+  windows(SRD_RMA_WIN_NEVER_RESET);
+  std::vector<char> host(256, 0);
+  srd_rma_remote mine{};
+  srd_rma_win *hwin = nullptr;
+  ASSERT_EQ(SRD_OK, srd_rma_win_new(coll, host.data(), host.size(), -1, 0, -1, 0, &hwin, &mine));
+  ASSERT_FALSE(hwin->nic_signals);
+  memset(data, 0x5a, 1024);
+  srd_msg_rma_signal sig{};
+  sig.window = swin->index;
+  sig.offset = 8;
+  sig.op = SRD_RMA_SIGNAL_INC;
+  srd_rma_op *op1 = nullptr, *op2 = nullptr, *op3 = nullptr;
+  ASSERT_EQ(SRD_OK, srd_rma_put(coll, 0, dwin, 0, dwin, 2048, 1024, &sig, &op1));
+  ASSERT_EQ(1u, g.loops.size());
+  EXPECT_TRUE(g.loops[0].write);
+  EXPECT_EQ(1024u, g.loops[0].len);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(data + 2048), g.loops[0].raddr);
+  EXPECT_EQ(b.rail_ops->mr_key(dwin->mrs->mr[0]), g.loops[0].key);
+  EXPECT_EQ(0u, count(fake::State::Call::kCopy)) << "a stream copied the data";
+  EXPECT_FALSE(srd_rma_op_test(op1)) << "done before its data was placed";
+  memcpy(host.data(), "hostdata", 8);
+  srd_msg_rma_signal hsig{};
+  hsig.window = hwin->index;
+  hsig.offset = 64;
+  hsig.op = SRD_RMA_SIGNAL_ADD;
+  hsig.value = 3;
+  ASSERT_EQ(SRD_OK, srd_rma_put(coll, 0, hwin, 0, hwin, 128, 8, &hsig, &op2));
+  EXPECT_EQ(0, host[128]) << "a put to ourselves overtook an earlier one";
+  complete_loop(); // op1's data
+  EXPECT_TRUE(srd_rma_op_test(op1));
+  EXPECT_EQ(0x5a, data[2048 + 1023]);
+  EXPECT_EQ(0u, word(8)) << "the signal before its data";
+  ASSERT_EQ(1u, g.loops.size());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(host.data() + 128), g.loops[0].raddr) << "op2's data next";
+  complete_loop();
+  EXPECT_TRUE(srd_rma_op_test(op2));
+  EXPECT_EQ(0, memcmp(host.data() + 128, "hostdata", 8));
+  uint64_t hword = 0;
+  memcpy(&hword, host.data() + 64, 8);
+  EXPECT_EQ(0u, hword) << "op2's signal shows before op1's";
+  ASSERT_EQ(1u, g.loops.size());
+  EXPECT_EQ(1u, loop_value()) << "op1's signal";
+  complete_loop();
+  EXPECT_EQ(1u, word(8));
+  memcpy(&hword, host.data() + 64, 8);
+  EXPECT_EQ(3u, hword) << "op2's signal, in turn";
+  EXPECT_TRUE(g.loops.empty());
+  // A get from ourselves: a loopback read into the local window.
+  ASSERT_EQ(SRD_OK, srd_rma_get(coll, 0, dwin, 0, dwin, 2048, 16, &op3));
+  ASSERT_EQ(1u, g.loops.size());
+  EXPECT_FALSE(g.loops[0].write);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(data + 2048), g.loops[0].raddr);
+  EXPECT_EQ(static_cast<void *>(data), g.loops[0].local);
+  complete_loop();
+  EXPECT_TRUE(srd_rma_op_test(op3));
+  EXPECT_EQ(0u, count(fake::State::Call::kCopy));
+  EXPECT_EQ(0, coll->result);
+  for (srd_rma_op *op : {op1, op2, op3}) srd_rma_op_release(op);
+  srd_rma_win_free(hwin);
 }
 
 // A GPU that orders GPUDirect writes for its owner needs no flush.

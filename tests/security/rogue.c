@@ -9,7 +9,7 @@
  *   self     connecting to our own closed listener fails, nothing crashes
  *   floods   unexpected eager data, hellos and pre-answer messages are capped
  *            (floods.c)
- *   places   hellos naming closed ports hold no place: a legitimate peer
+ *   places   hellos naming ports that refuse connections hold no place: a legitimate peer
  *            right after them is served (places.c)
  *   unexpected  eager data kept before its receive: at most 1,024 sequences
  *            ahead and 1,024 messages, memory measured (unexpected.c)
