@@ -33,6 +33,9 @@ enum srd_stat {
   SRD_STAT_LANE_WOKEN,     /* ... that ended by a kick before their timeout */
   SRD_STAT_LANE_YIELD,     /* lane sched_yield calls while idle */
   SRD_STAT_LANES_STARTED,  /* lane threads started */
+  SRD_STAT_LANE_LOCK,      /* dev->lock taken by a lane to dispatch */
+  SRD_STAT_LANE_LOCK_WAITED, /* ... and it was held by another thread first */
+  SRD_STAT_LANE_LOCK_NS,   /* ns lanes waited for it */
   SRD_STAT_COUNT
 };
 

@@ -22,7 +22,13 @@
  * thread-local in a dlopened library faults LeakSanitizer's tracer of
  * GCC 12, which scans its dynamic TLS range wrongly). */
 static void lane_lock(struct srd_dev *dev) {
-  pthread_mutex_lock(&dev->lock);
+  SRD_STAT(SRD_STAT_LANE_LOCK);
+  if (pthread_mutex_trylock(&dev->lock)) {
+    SRD_STAT(SRD_STAT_LANE_LOCK_WAITED);
+    SRD_STAT_T0(t0);
+    pthread_mutex_lock(&dev->lock);
+    SRD_STAT_SINCE(SRD_STAT_LANE_LOCK_NS, t0);
+  }
   dev->lane_holds_lock = true;
 }
 

@@ -2065,15 +2065,28 @@ TEST_F(Proto, ForgedRmaTrafficStaysInItsWindow) {
 // places are full drops hellos). The copies make no second comm, whether the
 // first still waits, is answered or was accepted; a copy whose first was
 // dropped is served.
-TEST_F(Proto, ResentHelloMakesNoSecondComm) {
-  b.rails[0].ep_name_len = 16;
-  char handle[SRD_HANDLE_SIZE] = {};
-  srd_listener *l = nullptr;
-  ASSERT_EQ(SRD_OK, srd_listen(&b, handle, &l));
+// A listener of B and a hello for it (from process 42, token 0x1234) in m.
+class Hello : public Proto {
+ protected:
   uint8_t name[16] = {1, 2, 3};
   srd_msg m{};
-  m.type = SRD_MSG_HELLO;
-  m.u.peer = {l->cookie, 0x1234, l->id, 0x10005, 42, 0, 1, 1, 16, 0, name};
+  srd_listener *l = nullptr;
+  void SetUp() override {
+    Proto::SetUp();
+    b.rails[0].ep_name_len = 16;
+    char handle[SRD_HANDLE_SIZE] = {};
+    ASSERT_EQ(SRD_OK, srd_listen(&b, handle, &l));
+    m.type = SRD_MSG_HELLO;
+    m.u.peer = {l->cookie, 0x1234, l->id, 0x10005, 42, 0, 1, 1, 16, 0, name};
+  }
+  void TearDown() override {
+    srd_close_listen(l);
+    srd_listener_pool_free(&b);
+    Proto::TearDown();
+  }
+};
+
+TEST_F(Hello, ResentHelloMakesNoSecondComm) {
   srd_handshake_on_message(&b, &m);
   ASSERT_EQ(1, l->nhellos);
   m.u.peer.flags = SRD_PEER_RESENT;
@@ -2092,22 +2105,12 @@ TEST_F(Proto, ResentHelloMakesNoSecondComm) {
   srd_handshake_on_message(&b, &m);
   EXPECT_EQ(1, l->nhellos) << "a resent hello whose first never came is served";
   srd_comm_close(c);
-  srd_close_listen(l);
-  srd_listener_pool_free(&b);
 }
 
 // accept() hands a comm out once its answer is delivered, not posted: efa
 // takes a send to any address and fails it later, and tcp's address may be a
 // closed port; a failed answer is dropped and holds no place.
-TEST_F(Proto, AcceptWaitsForItsAnswer) {
-  b.rails[0].ep_name_len = 16;
-  char handle[SRD_HANDLE_SIZE] = {};
-  srd_listener *l = nullptr;
-  ASSERT_EQ(SRD_OK, srd_listen(&b, handle, &l));
-  uint8_t name[16] = {1, 2, 3};
-  srd_msg m{};
-  m.type = SRD_MSG_HELLO;
-  m.u.peer = {l->cookie, 0x1234, l->id, 0x10005, 42, 0, 1, 1, 16, 0, name};
+TEST_F(Hello, AcceptWaitsForItsAnswer) {
   srd_handshake_on_message(&b, &m);
   srd_comm *c = nullptr;
   ASSERT_EQ(SRD_AGAIN, srd_accept(l, &c));
@@ -2128,8 +2131,6 @@ TEST_F(Proto, AcceptWaitsForItsAnswer) {
   ASSERT_TRUE(c);
   EXPECT_EQ(0x5678u, c->peer_token);
   srd_comm_close(c);
-  srd_close_listen(l);
-  srd_listener_pool_free(&b);
 }
 
 // One-sided RMA into GPU memory (src/proto/rma_gpu.c) against the fake CUDA
