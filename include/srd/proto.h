@@ -391,6 +391,7 @@ struct srd_dev {
   atomic_bool stop;       /* lanes end */
   atomic_uint activity;   /* bumped by every entry point: keeps lanes from sleeping */
   atomic_int sleepers;    /* lanes waiting on wake */
+  atomic_int lanes_waiting; /* lanes blocked on lock with completions to dispatch: callers that can come back later let them in first */
   pthread_mutex_t wake_lock;
   pthread_cond_t wake;
   const struct srd_nic_list *nics;

@@ -75,6 +75,7 @@ void srd_dev_init(struct srd_dev *dev, int index, const struct srd_rail_handlers
   atomic_init(&dev->stop, false);
   atomic_init(&dev->activity, 0);
   atomic_init(&dev->sleepers, 0);
+  atomic_init(&dev->lanes_waiting, 0);
 }
 
 /* Lanes per NIC within what a hello (paths) and a clear-to-send (keys per
