@@ -2,6 +2,7 @@
 #ifndef SRD_SYS_H
 #define SRD_SYS_H
 
+#include <pthread.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -41,5 +42,12 @@ int srd_host_procs_count_in(const char *dir);
  * raw half sizes its lanes with it too. */
 #define SRD_AUTO_LANES_MAX 4
 int srd_lanes_auto(int cpus, int online, int procs);
+
+/* Take m for a progress thread that found it taken: try again for up to
+ * SRD_LOCK_SPIN_US, then sleep in the kernel. The other holders' steps are
+ * short, and a wake-up from the kernel costs more than they do (measured:
+ * DESIGN.md, "Locking"). srd-perf's raw lanes wait the same way. */
+#define SRD_LOCK_SPIN_US 20
+void srd_mutex_lock_spin(pthread_mutex_t *m);
 
 #endif

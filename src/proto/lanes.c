@@ -20,7 +20,8 @@
 /* The device lock taken by a lane thread: one that has to wait says so, and
  * the calls NCCL repeats anyway (test, isend) step aside for it: NCCL's
  * thread, calling test in a loop, would otherwise take the lock again before
- * the woken lane runs (DESIGN.md, "Locking"). While it is held, what
+ * the woken lane runs; and it spins a little before it sleeps (DESIGN.md,
+ * "Locking"). While it is held, what
  * completes completes on a lane (a device field, not thread-local storage: a
  * thread-local in a dlopened library faults LeakSanitizer's tracer of
  * GCC 12, which scans its dynamic TLS range wrongly). */
@@ -30,7 +31,7 @@ static void lane_lock(struct srd_dev *dev) {
     SRD_STAT(SRD_STAT_LANE_LOCK_WAITED);
     SRD_STAT_T0(t0);
     atomic_fetch_add_explicit(&dev->lanes_waiting, 1, memory_order_relaxed);
-    pthread_mutex_lock(&dev->lock);
+    srd_mutex_lock_spin(&dev->lock);
     atomic_fetch_sub_explicit(&dev->lanes_waiting, 1, memory_order_relaxed);
     SRD_STAT_SINCE(SRD_STAT_LANE_LOCK_NS, t0);
   }

@@ -109,7 +109,7 @@ static void *lane_main(void *arg) {
   while (!atomic_load(&l->stop)) {
     int worked = 0;
     if (next == nposting) { /* swap the queue for the empty array */
-      pthread_mutex_lock(&l->lock);
+      srd_mutex_lock_spin(&l->lock);
       struct raw_lane_op *t = l->todo;
       size_t tcap = l->todo_cap;
       l->todo = posting, l->todo_cap = posting_cap;
@@ -135,7 +135,7 @@ static void *lane_main(void *arg) {
       worked = 1;
       for (ssize_t i = 0; i < n; i++)
         if (!(e[i].flags & FI_REMOTE_CQ_DATA)) outstanding--; /* ours, not the peer's write */
-      pthread_mutex_lock(&l->lock);
+      srd_mutex_lock_spin(&l->lock);
       int ok = !grow((void **)&l->done, &l->done_cap, l->ndone + (size_t)n, sizeof(*l->done));
       if (ok) memcpy(l->done + l->ndone, e, (size_t)n * sizeof(*e)), l->ndone += (size_t)n;
       pthread_mutex_unlock(&l->lock);

@@ -125,3 +125,24 @@ int srd_lanes_auto(int cpus, int online, int procs) {
   int t = share - 2;
   return t < 0 ? 0 : t > SRD_AUTO_LANES_MAX ? SRD_AUTO_LANES_MAX : t;
 }
+
+/* One step of a spin wait: tells the core (x86: pause), so that its sibling
+ * thread and the lock's holder run meanwhile. */
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+void srd_mutex_lock_spin(pthread_mutex_t *m) {
+  uint64_t until = srd_now_us() + SRD_LOCK_SPIN_US;
+  while (pthread_mutex_trylock(m)) {
+    if (srd_now_us() >= until) {
+      pthread_mutex_lock(m);
+      return;
+    }
+    cpu_relax();
+  }
+}
