@@ -154,9 +154,9 @@ struct srd_listener;
 
 /* What both directions keep; a send comm (struct srd_send_comm) and a
  * receive comm (struct srd_recv_comm) extend it. */
-/* A listener's answer to a hello: a stranger's hello may name an address
- * that takes the post and then fails it (tcp: a closed port), so accept()
- * hands a comm out only once the provider reports the answer delivered. */
+/* A listener's answer to a hello: efa takes a send to any address and fails
+ * it later (a peer gone or unreachable), so accept() hands a comm out only
+ * once the provider reports the answer delivered. */
 enum srd_answer_state { SRD_ANSWER_UNSENT, SRD_ANSWER_POSTED, SRD_ANSWER_DELIVERED, SRD_ANSWER_FAILED };
 
 struct srd_comm {
@@ -391,7 +391,7 @@ struct srd_dev {
   atomic_bool stop;       /* lanes end */
   atomic_uint activity;   /* bumped by every entry point: keeps lanes from sleeping */
   atomic_int sleepers;    /* lanes waiting on wake */
-  atomic_int lanes_waiting; /* lanes blocked on lock with completions to dispatch: callers that can come back later let them in first */
+  atomic_int lanes_waiting; /* lanes waiting for lock with completions to dispatch: test and isend step aside */
   pthread_mutex_t wake_lock;
   pthread_cond_t wake;
   const struct srd_nic_list *nics;
