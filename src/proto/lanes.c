@@ -21,9 +21,10 @@
  * the calls NCCL repeats anyway (test, isend) step aside for it: NCCL's
  * thread, calling test in a loop, would otherwise take the lock again before
  * the woken lane runs; and it spins a little before it sleeps (DESIGN.md,
- * "Locking"). While it is held, what completes completes on a lane (a device field, not thread-local storage: a
- * thread-local in a dlopened library faults LeakSanitizer's tracer of
- * GCC 12, which scans its dynamic TLS range wrongly). */
+ * "Locking"). While it is held, what completes completes on a lane (a
+ * device field, not thread-local storage: a thread-local in a dlopened
+ * library faults LeakSanitizer's tracer of GCC 12, which scans its dynamic
+ * TLS range wrongly). */
 static void lane_lock(struct srd_dev *dev) {
   SRD_STAT(SRD_STAT_LANE_LOCK);
   if (pthread_mutex_trylock(&dev->lock)) {
