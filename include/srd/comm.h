@@ -25,7 +25,7 @@ struct srd_listener {
   struct srd_pending_hello *hellos;
   int nhellos;
   unsigned dropped_hellos;    /* over the cap: logged at 1, 2, 4, 8... */
-  struct srd_comm *answering; /* answers not yet posted (next_connecting links them) */
+  struct srd_comm *answering; /* answers not yet delivered (next_connecting links them) */
   int nanswering;
   uint64_t answered[SRD_LISTENER_ANSWERED]; /* tokens of the last hellos answered: resent copies are dropped */
   unsigned nanswered;

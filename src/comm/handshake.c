@@ -51,11 +51,10 @@ static size_t encode_peer(void *buf, size_t cap, const void *arg) {
   return srd_msg_encode_peer(buf, cap, m->type, m->dst, &p);
 }
 
-/* Post a hello or answer from rail 0, endpoint 0. */
-static int post_peer_msg(struct srd_comm *c, enum srd_msg_type type, uint32_t dst, fi_addr_t dest,
-                         uint32_t listener_id, bool resent) {
-  struct peer_msg m = {c, type, dst, listener_id, resent};
-  return srd_comm_send_ctrl(c, dest, encode_peer, &m, NULL);
+/* Post a hello to the listener, from rail 0, endpoint 0. */
+static int post_hello(struct srd_comm *c, bool resent) {
+  struct peer_msg m = {c, SRD_MSG_HELLO, 0, c->listener_id, resent};
+  return srd_comm_send_ctrl(c, c->listener_addr, encode_peer, &m, NULL);
 }
 
 int srd_listen(struct srd_dev *dev, void *handle, struct srd_listener **out) {
@@ -134,7 +133,7 @@ int srd_connect(struct srd_dev *dev, void *handle, struct srd_comm **out) {
    * again, spaced out, until answered or the connect times out. */
   uint64_t now = srd_now_ms();
   if (!c->result && !c->ready && (!c->hello_sent || now >= c->hello_next_ms)) {
-    int rc = post_peer_msg(c, SRD_MSG_HELLO, 0, c->listener_addr, c->listener_id, c->hello_sent);
+    int rc = post_hello(c, c->hello_sent);
     if (rc == SRD_OK && c->hello_sent)
       SRD_INFO(NCCL_NET, "comm %#x: no answer from listener %#x within %u ms: hello sent again", c->id,
                c->listener_id, c->hello_gap_ms);

@@ -137,6 +137,7 @@ static void answer_sent(struct srd_op *op, int err, const char *errstr) {
 int srd_comm_send_answer(struct srd_comm *c, fi_addr_t dest, srd_ctrl_encoder encode, const void *arg) {
   int rc = send_on(c, 0, dest, encode, arg, NULL, answer_sent);
   if (rc == SRD_OK) c->answer = SRD_ANSWER_POSTED;
+  if (rc < 0) snprintf(c->error, sizeof(c->error), "%s", fi_strerror(-rc)); /* the provider refused it */
   return rc;
 }
 
