@@ -46,13 +46,13 @@ void srd_rma_coll_detach(struct srd_rma_coll *coll) {
 }
 
 void srd_rma_coll_free(struct srd_rma_coll *coll) {
+  srd_rma_nic_close(coll); /* first: a loopback op completing meanwhile may still name an op */
   while (coll->all_ops) {
     struct srd_rma_op *op = coll->all_ops;
     coll->all_ops = op->all;
     if (op->in_use && op->event) srd_cuda_stream_forget(op->stream, op->event);
     free(op);
   }
-  srd_rma_nic_close(coll);
   srd_rma_gpu_close(coll);
   coll->magic = 0;
   free(coll->wins);
@@ -438,6 +438,9 @@ bool srd_rma_op_test(struct srd_rma_op *op) {
     peer_drain(op->peer, c->result);
     op_finish(op, c->result);
   }
+  /* An op to ourselves waiting in the NIC's queue of a failed group never
+   * runs (the queue stops): it ends with the group's error. */
+  if (!op->done && !c && op->coll->result) op_finish(op, op->coll->result);
   return op->done;
 }
 

@@ -229,6 +229,17 @@ static bool take(struct srd_rma_nic *nic) {
   return false;
 }
 
+/* The loopback op of the op to ourselves under way failed (the provider's
+ * text): the op and the group fail. */
+static int self_failed(struct srd_rma_nic *nic, const char *text) {
+  const struct srd_rma_op *op = nic->cur.self;
+  SRD_WARN("RMA %s of %zu bytes to ourselves: loopback %s on rail %s failed: %s",
+           op->kind == SRD_RMA_PUT ? "put" : "get", op->size, op->kind == SRD_RMA_PUT ? "write" : "read",
+           nic->dev->rails[0].name, text);
+  self_end(nic, SRD_ERR_SYSTEM);
+  return srd_rma_coll_fail(nic->coll, SRD_ERR_SYSTEM);
+}
+
 /* Post the next piece of the op to ourselves under way: SRD_OK posted (or
  * the provider's queue full: progress posts it again), SRD_AGAIN the op
  * ended, or the group's error. */
@@ -239,10 +250,10 @@ static int post_self(struct srd_rma_nic *nic) {
     self_end(nic, SRD_OK);
     return SRD_AGAIN;
   }
-  const char *what = op->kind == SRD_RMA_PUT ? "put" : "get";
   struct srd_rma_win *rwin = coll->wins[nic->cur.win], *lwin = coll->wins[nic->cur.word];
   if (!rwin || !lwin) {
-    SRD_WARN("RMA %s of %zu bytes to ourselves: a window it names was deregistered before it ran", what, op->size);
+    SRD_WARN("RMA %s of %zu bytes to ourselves: a window it names was deregistered before it ran",
+             op->kind == SRD_RMA_PUT ? "put" : "get", op->size);
     self_end(nic, SRD_ERR_USAGE);
     return SRD_AGAIN;
   }
@@ -257,12 +268,7 @@ static int post_self(struct srd_rma_nic *nic) {
   int rc = op->kind == SRD_RMA_PUT ? dev->rail_ops->loopback_write(rail, local, len, desc, raddr, key, &nic->op)
                                    : dev->rail_ops->loopback_read(rail, local, len, desc, raddr, key, &nic->op);
   if (rc == -FI_EAGAIN) return SRD_OK;
-  if (rc) {
-    SRD_WARN("RMA %s of %zu bytes to ourselves: loopback %s on rail %s failed: %s", what, op->size,
-             op->kind == SRD_RMA_PUT ? "write" : "read", rail->name, fi_strerror(-rc));
-    self_end(nic, SRD_ERR_SYSTEM);
-    return srd_rma_coll_fail(coll, SRD_ERR_SYSTEM);
-  }
+  if (rc) return self_failed(nic, fi_strerror(-rc));
   nic->cur_len = len;
   nic->in_flight = true;
   return SRD_OK;
@@ -319,12 +325,7 @@ static void nic_done(struct srd_op *op, int err, const char *errstr) {
     return;
   }
   if (err && nic->state == NIC_SELF) {
-    const struct srd_rma_op *self = nic->cur.self;
-    SRD_WARN("RMA %s of %zu bytes to ourselves: loopback %s on rail %s failed: %s",
-             self->kind == SRD_RMA_PUT ? "put" : "get", self->size, self->kind == SRD_RMA_PUT ? "write" : "read",
-             nic->dev->rails[0].name, errstr ? errstr : fi_strerror(-err));
-    self_end(nic, SRD_ERR_SYSTEM);
-    srd_rma_coll_fail(coll, SRD_ERR_SYSTEM);
+    self_failed(nic, errstr ? errstr : fi_strerror(-err));
     return;
   }
   if (err) {
@@ -361,6 +362,7 @@ bool srd_rma_nic_settle(struct srd_rma_coll *coll, uint32_t index) {
 void srd_rma_nic_close(struct srd_rma_coll *coll) {
   struct srd_rma_nic *nic = coll->nic;
   if (!nic) return;
+  nic->count = 0; /* the group closes: nothing queued starts (its ops go with the group) */
   bool settled = srd_rma_nic_settle(coll, UINT32_MAX);
   coll->nic = NULL;
   if (settled) {

@@ -2501,6 +2501,26 @@ TEST_F(RmaNic, SelfOpsAreLoopbackRdmaInOrder) {
   srd_rma_win_free(hwin);
 }
 
+// A loopback op to ourselves that fails fails its op and the group, naming
+// the provider's error; ops to ourselves queued behind it never run and end
+// with the group's error, not never.
+TEST_F(RmaNic, FailedSelfOpEndsTheQueuedOnes) {
+  windows(SRD_RMA_WIN_NEVER_RESET);
+  srd_rma_op *op1 = nullptr, *op2 = nullptr;
+  ASSERT_EQ(SRD_OK, srd_rma_put(coll, 0, dwin, 0, dwin, 2048, 1024, nullptr, &op1));
+  ASSERT_EQ(SRD_OK, srd_rma_put(coll, 0, dwin, 1024, dwin, 3072, 1024, nullptr, &op2));
+  ASSERT_EQ(1u, g.loops.size()) << "one loopback op in flight";
+  complete_loop(0, -FI_EIO);
+  EXPECT_TRUE(srd_rma_op_test(op1));
+  EXPECT_EQ(SRD_ERR_SYSTEM, op1->result);
+  EXPECT_EQ(SRD_ERR_SYSTEM, coll->result);
+  EXPECT_TRUE(g.loops.empty()) << "a queued op ran after the group failed";
+  EXPECT_TRUE(srd_rma_op_test(op2)) << "a queued op to ourselves of a failed group never ends";
+  EXPECT_EQ(SRD_ERR_SYSTEM, op2->result);
+  srd_rma_op_release(op1);
+  srd_rma_op_release(op2);
+}
+
 // A GPU that orders GPUDirect writes for its owner needs no flush.
 TEST_F(RmaNic, NoFlushWhereTheGpuOrdersTheWrites) {
   b.gdr.flush = false;
