@@ -119,9 +119,10 @@ tests_abi_dlopen_LDADD = $(SRD_TEST_LDADD)
 # finds inside a namespace.
 check_PROGRAMS += tests/functional/raildown tests/functional/failover tests/topo/list_nics
 TESTS += tests/netns/multirail.sh tests/netns/raildown.sh tests/netns/raildown-lanes.sh tests/netns/topo-netns.sh \
-	tests/netns/failover.sh tests/netns/failover-reorder.sh tests/netns/failover-lanes.sh
+	tests/netns/failover.sh tests/netns/failover-reorder.sh tests/netns/failover-lanes.sh tests/netns/rma-cut.sh
 EXTRA_DIST += tests/netns/multirail.sh tests/netns/raildown.sh tests/netns/raildown-lanes.sh tests/netns/netns.sh \
-	tests/netns/topo-netns.sh tests/netns/failover.sh tests/netns/failover-reorder.sh tests/netns/failover-lanes.sh
+	tests/netns/topo-netns.sh tests/netns/failover.sh tests/netns/failover-reorder.sh tests/netns/failover-lanes.sh \
+	tests/netns/rma-cut.sh
 tests_functional_raildown_SOURCES = tests/functional/raildown.c
 tests_functional_raildown_CPPFLAGS = $(SRD_TEST_CPPFLAGS)
 tests_functional_raildown_LDADD = $(SRD_TEST_LDADD)

@@ -208,6 +208,7 @@ struct srd_comm {
   bool failover_seen;
   unsigned ctrl_cursor, sched_cursor;
   int ops_in_flight;    /* posted operations whose completion is pending */
+  uint16_t ctrl_on_rail[SRD_MAX_RAILS]; /* control messages posted on each local rail, not completed */
   int reqs_in_flight;
   /* Requests whose stripes or clear-to-send the provider refused for now
    * (-FI_EAGAIN), in order; while there are some the comm is on the device's
@@ -554,6 +555,9 @@ void srd_comm_rail_failed(struct srd_comm *c, int l, const char *why);
 /* c has no path left: it fails with an error naming every rail and why it
  * is gone. */
 void srd_comm_fail_no_rail(struct srd_comm *c);
+/* Why c may not use its rail l (a down rail's reason, its own failure
+ * there, or the peer's rail). */
+const char *srd_comm_rail_gone_why(const struct srd_comm *c, int l);
 /* The peer says its rail r went down or came back. */
 void srd_proto_on_rail(struct srd_comm *c, const struct srd_msg_rail *m);
 /* Probe request of round `round` to c's peer from rail l (rejoin); a send
@@ -575,6 +579,9 @@ void srd_dev_start_lanes(struct srd_dev *dev, bool locked);
 void srd_dev_want_lanes(struct srd_dev *dev);
 /* Does the caller's thread poll rail i (no lane thread reaps it)? */
 static inline bool srd_dev_caller_polls(const struct srd_dev *dev, int i) { return !dev->threaded || i < dev->nnics; }
+/* Is a lane waiting for the device lock with completions in hand? Calls that
+ * NCCL repeats anyway then let it in first (src/proto/lanes.c). */
+bool srd_dev_lanes_first(struct srd_dev *dev);
 
 /* Control messages to the peer of c (src/proto/ctrl.c). The encoder writes
  * the message into buf (cap bytes) and returns its length, 0 when it does not

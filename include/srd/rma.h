@@ -105,6 +105,7 @@ struct srd_rma_peer {
   /* origin */
   uint32_t next_seq, acked;
   struct srd_rma_op *qhead, *qtail; /* ops not yet fully posted, in order */
+  uint16_t stripes_on_rail[SRD_MAX_RAILS]; /* writes and reads posted on each local rail, not completed */
   /* target */
   uint32_t next_apply, acked_sent;
   bool ack_due;
@@ -234,5 +235,10 @@ void srd_rma_nic_close(struct srd_rma_coll *coll);
 void srd_rma_on_write(struct srd_comm *c, uint32_t imm, size_t len);
 void srd_rma_on_signal(struct srd_comm *c, const struct srd_msg_rma_signal *m);
 void srd_rma_on_ack(struct srd_comm *c, const struct srd_msg_rma_ack *m);
+/* The send comm c of a peer lost rails (failover): one-sided writes, reads
+ * or signals still in flight on one may or may not have landed, and a copy
+ * could be counted twice or land after its op was applied, so they do not
+ * move to other rails; c fails naming the rail. True when it failed. */
+bool srd_rma_lost_rails(struct srd_comm *c);
 
 #endif

@@ -31,7 +31,14 @@ static int post(struct srd_comm *c, int path, fi_addr_t dest, struct srd_rail_bu
     return rc == -FI_EAGAIN ? SRD_AGAIN : rc;
   }
   c->ops_in_flight++;
+  c->ctrl_on_rail[path / dev->neps]++;
   return SRD_OK;
+}
+
+/* Every control message's completion, whatever its kind. */
+static void ctrl_sent(struct srd_comm *c, const struct srd_rail_buf *b) {
+  c->ops_in_flight--;
+  c->ctrl_on_rail[b->rail - c->dev->rails]--;
 }
 
 /* A control message the provider refused fails its comm. */
@@ -65,7 +72,7 @@ static void ctrl_done(struct srd_op *op, int err, const char *errstr) {
   struct srd_comm *c = op->owner;
   struct srd_req *req = op->aux;
   struct srd_dev *dev = c->dev;
-  c->ops_in_flight--;
+  ctrl_sent(c, b);
   if (err && dev->failover && c->ready && !c->result) {
     char why[160];
     snprintf(why, sizeof(why), "control message failed: %s", errstr ? errstr : fi_strerror(-err));
@@ -128,7 +135,7 @@ int srd_comm_send_ctrl(struct srd_comm *c, fi_addr_t dest, srd_ctrl_encoder enco
 static void answer_sent(struct srd_op *op, int err, const char *errstr) {
   struct srd_rail_buf *b = (struct srd_rail_buf *)op;
   struct srd_comm *c = op->owner;
-  c->ops_in_flight--;
+  ctrl_sent(c, b);
   if (err) snprintf(c->error, sizeof(c->error), "%s", errstr ? errstr : fi_strerror(-err));
   c->answer = err ? SRD_ANSWER_FAILED : SRD_ANSWER_DELIVERED;
   c->dev->rail_ops->put_send_buf(b);
@@ -157,7 +164,7 @@ static void probe_done(struct srd_op *op, int err, const char *errstr) {
   struct srd_comm *c = op->owner;
   struct srd_dev *dev = c->dev;
   struct srd_rail_health *h = &dev->health[b->rail - dev->rails];
-  c->ops_in_flight--;
+  ctrl_sent(c, b);
   h->probes_out--;
   if (err) {
     if (h->probing && (uint32_t)(uintptr_t)op->aux == h->round) h->probes_failed++;
@@ -171,7 +178,7 @@ static void probe_done(struct srd_op *op, int err, const char *errstr) {
 static void probe_answer_done(struct srd_op *op, int err, const char *errstr) {
   struct srd_rail_buf *b = (struct srd_rail_buf *)op;
   struct srd_comm *c = op->owner;
-  c->ops_in_flight--;
+  ctrl_sent(c, b);
   if (err)
     SRD_INFO(NCCL_NET, "rail %s: answer to a probe of comm %#x's peer failed: %s", b->rail->name, c->id,
              errstr ? errstr : fi_strerror(-err));

@@ -20,6 +20,7 @@
 #include "srd/log.h"
 #include "srd/param.h"
 #include "srd/proto.h"
+#include "srd/rma.h"
 
 void srd_dev_failover_init(struct srd_dev *dev) {
   memset(dev->health, 0, sizeof(dev->health));
@@ -93,17 +94,19 @@ void srd_proto_ask_fence(struct srd_comm *c, int l) {
   tell_peer(c, l, false, true);
 }
 
+const char *srd_comm_rail_gone_why(const struct srd_comm *c, int l) {
+  return c->dev->health[l].down ? c->dev->health[l].why
+         : c->rails_bad >> l & 1 ? "an operation of this comm failed on it"
+                                 : "the peer's rail is down";
+}
+
 void srd_comm_fail_no_rail(struct srd_comm *c) {
   const struct srd_dev *dev = c->dev;
   char text[200];
   size_t off = 0;
-  for (int l = 0; l < dev->nrails && off < sizeof(text); l++) {
-    const char *why = dev->health[l].down ? dev->health[l].why
-                      : c->rails_bad >> l & 1 ? "an operation of this comm failed on it"
-                                              : "the peer's rail is down";
+  for (int l = 0; l < dev->nrails && off < sizeof(text); l++)
     off += (size_t)snprintf(text + off, sizeof(text) - off, "%srail %d (%s): %s", l ? "; " : "", l,
-                            dev->rails[l].name, why);
-  }
+                            dev->rails[l].name, srd_comm_rail_gone_why(c, l));
   srd_comm_fail(c, SRD_ERR_SYSTEM, "no rail left to the peer: %s", text);
 }
 
@@ -131,6 +134,7 @@ static void comm_lost_paths(struct srd_comm *c) {
     return;
   }
   if (c->is_send) {
+    if (c->rma && srd_rma_lost_rails(c)) return;
     fence_lost_rails(c);
     srd_proto_reask_cts(c);
   } else {

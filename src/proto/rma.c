@@ -117,6 +117,7 @@ static void stripe_done(struct srd_op *o, int err, const char *errstr) {
   struct srd_rma_op *op = o->owner;
   struct srd_comm *c = op->peer->send;
   c->ops_in_flight--;
+  op->peer->stripes_on_rail[(int)(intptr_t)o->aux]--;
   if (op->kind == SRD_RMA_PUT) {
     c->writes_in_flight--;
     if (!err) c->writes_done++; /* the target counts every write that landed */
@@ -154,10 +155,29 @@ static int split(struct srd_rma_op *op) {
   return SRD_OK;
 }
 
+/* A stripe not yet posted whose path failover has taken away since the op
+ * was split goes on another usable path of the same kind (the immediate
+ * names the stripe, not the path). False when none is left. */
+static bool repath(struct srd_rma_op *op, struct srd_stripe *s) {
+  struct srd_comm *c = op->peer->send;
+  struct srd_dev *dev = c->dev;
+  uint64_t usable = srd_comm_usable_paths(c);
+  if (usable >> s->path & 1) return true;
+  uint64_t paths = srd_sched_paths_for(&dev->sched, op->size, dev->inline_paths, usable);
+  int path = srd_sched_pick(dev->npaths, paths, c->sched_cursor++);
+  if (path < 0) return false;
+  s->path = path;
+  return true;
+}
+
 static int post_stripe(struct srd_rma_op *op, int i, bool *queued) {
   struct srd_comm *c = op->peer->send;
   struct srd_dev *dev = c->dev;
-  const struct srd_stripe *s = &op->stripes[i];
+  struct srd_stripe *s = &op->stripes[i];
+  if (dev->failover && !repath(op, s)) {
+    srd_comm_fail_no_rail(c);
+    return c->result;
+  }
   int l = s->path / dev->neps;
   struct srd_rail *rail = &dev->rails[l];
   struct srd_rail_write *w = &op->w[i];
@@ -207,6 +227,10 @@ static int post_op(struct srd_rma_op *op) {
       rc = SRD_AGAIN;
       break;
     }
+    if (prc && c->result) { /* no rail left for the stripe */
+      rc = c->result;
+      break;
+    }
     if (prc) {
       srd_comm_fail(c, SRD_ERR_SYSTEM, "RMA %s to rank %d on rail %s refused: %s",
                     op->kind == SRD_RMA_PUT ? "write" : "read", op->peer->rank,
@@ -214,6 +238,7 @@ static int post_op(struct srd_rma_op *op) {
       rc = c->result;
       break;
     }
+    op->peer->stripes_on_rail[op->stripes[op->posted].path / c->dev->neps]++;
     op->posted++;
     op->outstanding++;
     c->ops_in_flight++;
@@ -442,6 +467,24 @@ bool srd_rma_op_test(struct srd_rma_op *op) {
    * runs (the queue stops): it ends with the group's error. */
   if (!op->done && !c && op->coll->result) op_finish(op, op->coll->result);
   return op->done;
+}
+
+bool srd_rma_lost_rails(struct srd_comm *c) {
+  const struct srd_rma_peer *p = c->rma;
+  const struct srd_dev *dev = c->dev;
+  if (!p || !c->is_send || c->result) return c->result != 0;
+  uint64_t usable = srd_comm_usable_paths(c);
+  for (int l = 0; l < dev->nrails; l++) {
+    if (usable >> (l * dev->neps) & 1 || (!p->stripes_on_rail[l] && !c->ctrl_on_rail[l])) continue;
+    srd_comm_fail(c, SRD_ERR_REMOTE,
+                  "RMA to rank %d: rail %d (%s) is gone (%s) with %u write(s) or read(s) and %u signal or control "
+                  "message(s) on it in flight, which may or may not have landed; one-sided ops do not move to "
+                  "other rails",
+                  p->rank, l, dev->rails[l].name, srd_comm_rail_gone_why(c, l), p->stripes_on_rail[l],
+                  c->ctrl_on_rail[l]);
+    return true;
+  }
+  return false;
 }
 
 void srd_rma_on_ack(struct srd_comm *c, const struct srd_msg_rma_ack *m) {

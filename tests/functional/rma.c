@@ -25,7 +25,15 @@
  *                  with the reason
  *   ordering-v15, get-flush-v15, bad-input-v15   the same through
  *                  ncclRmaPlugin_v15, optFlags alternating between
- *                  AggregateRequests and none */
+ *                  AggregateRequests and none
+ *   rail-cut       (tests/netns/rma-cut.sh only: two namespaces joined by 4
+ *                  veth rails) rank 0 stops progressing, rank 1 posts puts
+ *                  with a signal striped over every rail, which cannot
+ *                  complete; rank 0 cuts rail 2 and progresses again. A
+ *                  one-sided write in flight on a lost rail is not written
+ *                  again: rank 1 must get an error naming the rail, not
+ *                  wait for good, and rank 0 never sees a signal without
+ *                  its data */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
@@ -50,6 +58,7 @@ struct rank_state {
   int rank, nranks;
   pthread_t progress;
   atomic_bool stop;
+  bool failed; /* the group was made to fail: close expects its error */
 };
 
 /* Set by the -v15 cases before the ranks fork: the ranks then drive
@@ -118,6 +127,16 @@ static void *progress_main(void *arg) {
   return NULL;
 }
 
+static void start_progress(struct rank_state *s) {
+  atomic_init(&s->stop, false);
+  ST_CHECK(pthread_create(&s->progress, NULL, progress_main, s) == 0, "pthread_create failed");
+}
+
+static void stop_progress(struct rank_state *s) {
+  atomic_store(&s->stop, true);
+  pthread_join(s->progress, NULL);
+}
+
 /* Everything NCCL does before its first op. */
 static void open_rma(struct rank_state *s, int rank, int nranks, const struct st_ctx *ctx, bool striped) {
   ST_CHECK(setenv("NCCL_SRD_RMA", "host", 1) == 0, "setenv failed");
@@ -160,16 +179,14 @@ static void open_rma(struct rank_state *s, int rank, int nranks, const struct st
   free(handles);
   ncclRmaConfig_v14_t config = {1, -1, 1};
   ST_NCCL(s->rma->createContext(s->coll, &config, &s->rctx));
-  atomic_init(&s->stop, false);
-  ST_CHECK(pthread_create(&s->progress, NULL, progress_main, s) == 0, "pthread_create failed");
+  start_progress(s);
 }
 
 static void close_rma(struct rank_state *s) {
-  atomic_store(&s->stop, true);
-  pthread_join(s->progress, NULL);
-  bool err = true;
+  stop_progress(s);
+  bool err = !s->failed;
   ST_NCCL(s->rma->queryLastError(s->rctx, &err));
-  ST_CHECK(!err, "queryLastError reports an error");
+  ST_CHECK(err == s->failed, "queryLastError reports %s", err ? "an error" : "no error");
   st_barrier(TIMEOUT_MS);
   ST_NCCL(s->rma->destroyContext(s->rctx));
   ST_NCCL(s->rma->closeColl(s->coll));
@@ -469,6 +486,92 @@ static int bad_input_rank(int rank, int nranks, void *arg) {
   return 0;
 }
 
+#define CUT_OPS 8
+#define CUT_PUT MIB
+#define CUT_RAIL 2
+
+static void run_netns(const char *verb, int rail) {
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "%s %s %d", getenv("SRD_FAILOVER_NETNS"), verb, rail);
+  int rc = system(cmd);
+  ST_CHECK(rc == 0, "'%s' failed (status %d)", cmd, rc);
+}
+
+/* Rank 1: the puts, then each one's end: done, or the group's error. */
+static void rail_cut_origin(struct rank_state *s, void *smh, void *dmh, void *gmh) {
+  void *reqs[CUT_OPS];
+  char c = 0;
+  st_oob_recv(0, &c, 1, TIMEOUT_MS); /* rank 0 no longer progresses */
+  for (int j = 0; j < CUT_OPS; j++) {
+    uint64_t off = (uint64_t)j * CUT_PUT;
+    ST_NCCL(s->rma->iputSignal(s->rctx, 0, off, smh, CUT_PUT, off, dmh, 0, 8, gmh, 1, NCCL_NET_SIGNAL_OP_ADD, true,
+                               &reqs[j]));
+  }
+  st_oob_send(0, "o", 1);
+  st_oob_recv(0, &c, 1, TIMEOUT_MS); /* rail 2 is cut */
+  int64_t end = st_now_ms() + TIMEOUT_MS;
+  for (int j = 0; j < CUT_OPS; j++) {
+    int done = 0;
+    ncclResult_t rc = ncclSuccess;
+    while (!done && rc == ncclSuccess) {
+      rc = s->rma->test(s->coll, reqs[j], &done);
+      ST_CHECK(done || rc != ncclSuccess || st_now_ms() < end,
+               "put %d: neither done nor failed %d ms after rail %d was cut under it", j, TIMEOUT_MS, CUT_RAIL);
+    }
+    s->failed |= rc != ncclSuccess;
+  }
+  ST_CHECK(s->failed, "every put completed although rank 0 progressed nothing before rail %d was cut", CUT_RAIL);
+  char needle[64];
+  snprintf(needle, sizeof needle, "rail %d (vb%d) is gone", CUT_RAIL, CUT_RAIL);
+  ST_CHECK(st_log_count(needle) > 0, "the error does not name the rail (no '%s' logged)", needle);
+  st_oob_send(0, "f", 1);
+}
+
+/* Rank 0: stop progressing, let the puts be posted, cut, progress again and
+ * check that every signal value seen is backed by its puts' data. */
+static void rail_cut_target(struct rank_state *s, const char *dst, const uint64_t *sig) {
+  char c = 0;
+  stop_progress(s);
+  st_oob_send(1, "p", 1);
+  st_oob_recv(1, &c, 1, TIMEOUT_MS); /* the puts are posted */
+  run_netns("cut", CUT_RAIL);
+  start_progress(s);
+  st_oob_send(1, "c", 1);
+  uint64_t checked = 0;
+  while (!st_oob_ready(1))
+    for (uint64_t v = load_signal(&sig[1]); checked < v; checked++) {
+      size_t bad = st_pattern_check(dst + checked * CUT_PUT, CUT_PUT, 600 + checked);
+      ST_CHECK(bad == SIZE_MAX, "signal %llu, but put %llu has a wrong byte at offset %zu", (unsigned long long)v,
+               (unsigned long long)checked + 1, bad);
+    }
+  st_oob_recv(1, &c, 1, TIMEOUT_MS);
+  st_note("rank 0 saw %llu of %d signals", (unsigned long long)checked, CUT_OPS);
+}
+
+static int rail_cut_rank(int rank, int nranks, void *arg) {
+  const struct st_ctx *ctx = arg;
+  ST_CHECK(setenv("NCCL_SRD_PROGRESS_THREADS", "0", 1) == 0, "setenv failed"); /* only rmaProgress progresses */
+  struct rank_state s;
+  open_rma(&s, rank, nranks, ctx, false);
+  size_t len = CUT_OPS * CUT_PUT;
+  char *buf = st_alloc(len);
+  uint64_t *sig = st_alloc(4096);
+  void *bmh = reg(&s, buf, len), *gmh = reg(&s, sig, 4096);
+  if (rank == 1)
+    for (int j = 0; j < CUT_OPS; j++) st_pattern_fill(buf + (size_t)j * CUT_PUT, CUT_PUT, 600 + (size_t)j);
+  else
+    memset(buf, POISON, len);
+  st_barrier(TIMEOUT_MS);
+  if (rank == 1) rail_cut_origin(&s, bmh, bmh, gmh);
+  else rail_cut_target(&s, buf, sig);
+  ST_NCCL(s.rma->deregMrSym(s.coll, bmh));
+  ST_NCCL(s.rma->deregMrSym(s.coll, gmh));
+  close_rma(&s);
+  st_free(buf, len);
+  st_free(sig, 4096);
+  return 0;
+}
+
 static int init_refused_rank(int rank, int nranks, void *arg) {
   (void)rank, (void)nranks;
   unsetenv("NCCL_SRD_RMA");
@@ -516,6 +619,10 @@ static int gpu_refused(const struct st_ctx *c) { return run(c, 1, gpu_refused_ra
 static int ordering_v15(const struct st_ctx *c) { return run_table(c, 2, ordering_rank, true); }
 static int get_flush_v15(const struct st_ctx *c) { return run_table(c, 4, get_flush_rank, true); }
 static int bad_input_v15(const struct st_ctx *c) { return run_table(c, 2, bad_input_rank, true); }
+static int rail_cut(const struct st_ctx *c) {
+  if (!getenv("SRD_FAILOVER_NETNS")) return st_skip(c, "runs from tests/netns/rma-cut.sh (namespaces)");
+  return run(c, 2, rail_cut_rank);
+}
 
 int main(int argc, char **argv) {
   static const struct st_case cases[] = {{"put-sizes", put_sizes_case}, {"ordering", ordering2}, {"ordering-4", ordering4},
@@ -523,6 +630,6 @@ int main(int argc, char **argv) {
                                          {"init-refused", init_refused}, {"gpu-refused", gpu_refused},
                                          {"get-lanes", get_lanes},
                                          {"ordering-v15", ordering_v15}, {"get-flush-v15", get_flush_v15},
-                                         {"bad-input-v15", bad_input_v15}};
+                                         {"bad-input-v15", bad_input_v15}, {"rail-cut", rail_cut}};
   return st_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
 }

@@ -239,6 +239,15 @@ struct Reg {
   }
 };
 
+// dev->lock for the ops, released even when an assertion returns early.
+struct Locked {
+  pthread_mutex_t *m;
+  explicit Locked(srd_dev &d) : m(&d.lock) { pthread_mutex_lock(m); }
+  ~Locked() { pthread_mutex_unlock(m); }
+  Locked(const Locked &) = delete;
+  Locked &operator=(const Locked &) = delete;
+};
+
 class Proto : public ::testing::Test {
  protected:
   srd_dev a, b;
@@ -1048,6 +1057,164 @@ TEST_F(TwoRails, HeldReceiveCompletesOnceAClosedSendersWritesLanded) {
   EXPECT_EQ(0, memcmp(out.data(), in.data(), in.size()));
   while (!g.sends.empty()) complete_send(0);
   srd_req_release(rr);
+}
+
+// One-sided ops over two rails, host windows, rank 0 (device b) to rank 1
+// (device a): what a lost rail does to them.
+class TwoRailsRma : public TwoRails {
+ protected:
+  std::vector<char> src = pattern(16384, 5), dst = std::vector<char>(16384);
+  std::vector<uint64_t> words = std::vector<uint64_t>(4);
+  srd_comm *bs = nullptr;
+  srd_rma_coll *coll = nullptr;
+  srd_rma_win *swin = nullptr, *dwin = nullptr, *sigwin = nullptr;
+  srd_msg_rma_signal sig{};
+
+  void SetUp() override {
+    TwoRails::SetUp();
+    a.failover = b.failover = true;
+    b.sched.npaths = 2;
+    b.sched.threshold = 4096; // striped over both rails
+    bs = srd_comm_alloc(&b, true);
+    srd_comm *ar = srd_comm_alloc(&a, false);
+    ASSERT_TRUE(bs && ar);
+    join(bs, ar, 0);
+    join(ar, bs, 1);
+    coll = srd_rma_coll_new(&b, 2, 0);
+    ASSERT_TRUE(coll);
+    srd_rma_set_peer(coll, 1, bs, r);
+    srd_rma_remote mine{};
+    ASSERT_EQ(SRD_OK, srd_rma_win_new(coll, src.data(), src.size(), -1, 0, -1, 0, &swin, &mine));
+    ASSERT_EQ(SRD_OK, srd_rma_win_new(coll, dst.data(), dst.size(), -1, 0, -1, 0, &dwin, &mine));
+    ASSERT_EQ(SRD_OK, srd_rma_win_set_remote(dwin, 1, &mine));
+    ASSERT_EQ(SRD_OK, srd_rma_win_new(coll, words.data(), words.size() * 8, -1, SRD_RMA_WIN_NEVER_RESET, -1, 0,
+                                      &sigwin, &mine));
+    ASSERT_EQ(SRD_OK, srd_rma_win_set_remote(sigwin, 1, &mine));
+    sig.window = sigwin->index;
+    sig.op = SRD_RMA_SIGNAL_INC;
+  }
+  void TearDown() override {
+    // The provider ends what it holds before the group goes.
+    while (!g.writes.empty()) complete_write(0);
+    while (!g.sends.empty()) complete_send(0);
+    for (srd_rma_win *w : {swin, dwin, sigwin})
+      if (w) srd_rma_win_free(w);
+    srd_rma_coll_detach(coll);
+    srd_rma_coll_free(coll);
+    TwoRails::TearDown();
+  }
+  srd_rma_op *put() {
+    Locked held(b);
+    srd_rma_op *op = nullptr;
+    EXPECT_EQ(SRD_OK, srd_rma_put(coll, 1, swin, 0, dwin, 0, src.size(), &sig, &op));
+    return op;
+  }
+  size_t writes_on(int l) const {
+    size_t n = 0;
+    for (const auto &w : g.writes) n += w.rail == &b.rails[l];
+    return n;
+  }
+  void complete_writes_on(int l) {
+    for (size_t i = 0; i < g.writes.size();)
+      if (g.writes[i].rail == &b.rails[l]) complete_write(i);
+      else i++;
+  }
+};
+
+// Writes of a put in flight on a rail that goes down may or may not have
+// landed, and a copy could be counted twice or land after its op was
+// applied: the group fails at once, naming the rail, instead of waiting for
+// completions an unpolled rail never gives.
+TEST_F(TwoRailsRma, PutInFlightOnALostRailFailsTheGroupNamingTheRail) {
+  srd_rma_op *op = put();
+  ASSERT_TRUE(op);
+  ASSERT_GT(writes_on(1), 0u) << "the case needs a write on rail 1";
+  complete_writes_on(0);
+  {
+    Locked held(b);
+    srd_dev_rail_down(&b, 1, "link down (test)");
+    EXPECT_TRUE(srd_rma_op_test(op)) << "the op waits for a rail that is not polled";
+  }
+  EXPECT_NE(0, op->result);
+  EXPECT_NE(0, bs->result);
+  EXPECT_NE(nullptr, strstr(bs->error, "rail 1 (fake1.1)")) << bs->error;
+  EXPECT_NE(nullptr, strstr(bs->error, "link down (test)")) << bs->error;
+  srd_rma_op_release(op);
+}
+
+// A rail lost while nothing of the group is in flight on it costs nothing:
+// the group goes on, and later ops use the rails left.
+TEST_F(TwoRailsRma, RailLostWithNothingInFlightOnItKeepsTheGroup) {
+  srd_rma_op *op = put();
+  ASSERT_TRUE(op);
+  while (!g.writes.empty()) complete_write(0);
+  while (!g.sends.empty()) complete_send(0);
+  {
+    Locked held(b);
+    ASSERT_TRUE(srd_rma_op_test(op));
+    EXPECT_EQ(SRD_OK, op->result);
+    srd_rma_op_release(op);
+    srd_dev_rail_down(&b, 1, "link down (test)");
+  }
+  while (!g.sends.empty()) complete_send(0); // the peer is told
+  EXPECT_EQ(0, bs->result) << bs->error;
+  op = put();
+  ASSERT_TRUE(op);
+  EXPECT_GT(writes_on(0), 0u);
+  EXPECT_EQ(0u, writes_on(1)) << "a write went to the lost rail";
+  while (!g.writes.empty()) complete_write(0);
+  Locked held(b);
+  ASSERT_TRUE(srd_rma_op_test(op));
+  EXPECT_EQ(SRD_OK, op->result);
+  srd_rma_op_release(op);
+}
+
+// The same for a signal: its message in flight on the lost rail may or may
+// not have arrived (the target drops a second copy, but one never sent again
+// leaves the target waiting for good): the group fails naming the rail.
+TEST_F(TwoRailsRma, SignalInFlightOnALostRailFailsTheGroup) {
+  int tries = 0;
+  for (;; tries++) { // control messages take the rails in turn
+    ASSERT_LT(tries, 4) << "no signal went on rail 1";
+    srd_rma_op *op = put();
+    ASSERT_TRUE(op);
+    while (!g.writes.empty()) complete_write(0);
+    ASSERT_EQ(1u, g.sends.size());
+    ASSERT_EQ(SRD_MSG_RMA_SIGNAL, sent_type(0));
+    Locked held(b);
+    ASSERT_TRUE(srd_rma_op_test(op)) << "test waits for the signal's delivery";
+    srd_rma_op_release(op);
+    if (g.sends[0].rail == &b.rails[1]) break;
+    complete_send(0);
+  }
+  {
+    Locked held(b);
+    srd_dev_rail_down(&b, 1, "link down (test)");
+  }
+  EXPECT_NE(0, bs->result);
+  EXPECT_NE(nullptr, strstr(bs->error, "rail 1 (fake1.1)")) << bs->error;
+  EXPECT_NE(nullptr, strstr(bs->error, "1 signal or control message(s)")) << bs->error;
+}
+
+// An op split over both rails and queued (the provider full) before rail 1
+// went down: its stripes, not yet posted, go on the rail left.
+TEST_F(TwoRailsRma, QueuedOpMovesToTheRailsLeft) {
+  g.provider_full = true;
+  srd_rma_op *op = put();
+  ASSERT_TRUE(op);
+  ASSERT_TRUE(g.writes.empty());
+  Locked held(b);
+  srd_dev_rail_down(&b, 1, "link down (test)");
+  g.provider_full = false;
+  srd_rma_progress(coll);
+  EXPECT_EQ(0, bs->result) << bs->error;
+  EXPECT_GT(writes_on(0), 0u) << "the queued op was not posted";
+  EXPECT_EQ(0u, writes_on(1)) << "a stripe went to the lost rail";
+  while (!g.writes.empty()) complete_write(0);
+  while (!g.sends.empty()) complete_send(0);
+  ASSERT_TRUE(srd_rma_op_test(op));
+  EXPECT_EQ(SRD_OK, op->result);
+  srd_rma_op_release(op);
 }
 
 // The registrations of a rail are made again under new keys (rail failover
@@ -2204,14 +2371,6 @@ class RmaGpu : public Proto {
         v.push_back(c.value);
     return v;
   }
-  // dev->lock for the ops, released even when an assertion returns early.
-  struct Locked {
-    pthread_mutex_t *m;
-    explicit Locked(srd_dev &d) : m(&d.lock) { pthread_mutex_lock(m); }
-    ~Locked() { pthread_mutex_unlock(m); }
-    Locked(const Locked &) = delete;
-    Locked &operator=(const Locked &) = delete;
-  };
   size_t count(fake::State::Call::Kind k) const {
     size_t n = 0;
     for (const auto &c : fake::state.calls) n += c.kind == k;
