@@ -579,9 +579,6 @@ void srd_dev_start_lanes(struct srd_dev *dev, bool locked);
 void srd_dev_want_lanes(struct srd_dev *dev);
 /* Does the caller's thread poll rail i (no lane thread reaps it)? */
 static inline bool srd_dev_caller_polls(const struct srd_dev *dev, int i) { return !dev->threaded || i < dev->nnics; }
-/* Is a lane waiting for the device lock with completions in hand? Calls that
- * NCCL repeats anyway then let it in first (src/proto/lanes.c). */
-bool srd_dev_lanes_first(struct srd_dev *dev);
 
 /* Control messages to the peer of c (src/proto/ctrl.c). The encoder writes
  * the message into buf (cap bytes) and returns its length, 0 when it does not

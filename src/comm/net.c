@@ -39,6 +39,12 @@ static void enter_dev(struct srd_dev *dev, bool kick) {
   pthread_mutex_lock(&dev->lock);
 }
 
+/* A lane waits for the device lock with completions in hand: a call that
+ * NCCL repeats anyway (test, isend) lets it in first (src/proto/lanes.c). */
+static bool lanes_first(struct srd_dev *dev) {
+  return dev->threaded && atomic_load_explicit(&dev->lanes_waiting, memory_order_relaxed) > 0;
+}
+
 static int setup_devices(void) {
   if (srd_topo_discover(&g.nics)) return SRD_ERR_SYSTEM;
   int cap = (int)srd_param_int(SRD_PARAM_RAILS);
@@ -290,7 +296,7 @@ ncclResult_t srd_net_isend(void *send_comm, void *data, size_t size, int tag, vo
   if (!c || !request || !srd_comm_usable(c, true) || usable_mr(c, mhandle, SRD_MR_SEND)) return ncclInvalidArgument;
   SRD_STAT(SRD_STAT_ISEND);
   *request = NULL;
-  if (srd_dev_lanes_first(c->dev)) return ncclSuccess;
+  if (lanes_first(c->dev)) return ncclSuccess;
   SRD_STAT_T0(t0);
   enter_dev(c->dev, atomic_load_explicit(&c->large, memory_order_relaxed));
   int rc = srd_proto_isend(c, data, size, tag, mhandle, (struct srd_req **)request);
@@ -348,7 +354,7 @@ ncclResult_t srd_net_test(void *request, int *done, int *sizes) {
     if (atomic_load_explicit(&c->large, memory_order_relaxed)) srd_dev_kick(dev);
     /* A lane holds the lock while it delivers completions: this request's
      * answer can wait for the next call instead of this thread. */
-    if (srd_dev_lanes_first(dev) || pthread_mutex_trylock(&dev->lock)) {
+    if (lanes_first(dev) || pthread_mutex_trylock(&dev->lock)) {
       SRD_STAT(SRD_STAT_TEST_BUSY);
       *done = 0;
       return ncclSuccess;

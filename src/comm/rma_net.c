@@ -411,13 +411,7 @@ ncclResult_t srd_rma_net_test(void *p, void *request, int *done) {
   *done = 0;
   struct srd_dev *dev = coll->dev;
   srd_dev_kick(dev);
-  /* As the net test: a lane holding or waiting for the lock means "not done
-   * yet", and NCCL asks again. */
-  if (dev->threaded) {
-    if (srd_dev_lanes_first(dev) || pthread_mutex_trylock(&dev->lock)) return ncclSuccess;
-  } else {
-    pthread_mutex_lock(&dev->lock);
-  }
+  pthread_mutex_lock(&dev->lock);
   if (!srd_rma_op_valid(coll, op)) {
     pthread_mutex_unlock(&dev->lock);
     SRD_WARN("RMA: test of request %p, which is not an open request of this group", request);
@@ -443,7 +437,6 @@ ncclResult_t srd_rma_net_progress(void *p) {
   if (!c || c->magic != SRD_RMA_CTX_MAGIC || !coll_ok(c->coll)) return ncclInvalidArgument;
   struct srd_dev *dev = c->coll->dev;
   srd_dev_kick(dev);
-  if (srd_dev_lanes_first(dev)) return ncclSuccess;
   pthread_mutex_lock(&dev->lock);
   srd_dev_progress(dev);
   srd_rma_progress(c->coll);

@@ -18,8 +18,7 @@
 #include "srd/sys.h"
 
 /* The device lock taken by a lane thread: one that has to wait says so, and
- * the calls NCCL repeats anyway (test, isend, RMA test and progress) step
- * aside for it (srd_dev_lanes_first): NCCL's
+ * the calls NCCL repeats anyway (test, isend) step aside for it: NCCL's
  * thread, calling test in a loop, would otherwise take the lock again before
  * the woken lane runs; and it spins a little before it sleeps (DESIGN.md,
  * "Locking"). While it is held, what completes completes on a lane (a
@@ -37,10 +36,6 @@ static void lane_lock(struct srd_dev *dev) {
     SRD_STAT_SINCE(SRD_STAT_LANE_LOCK_NS, t0);
   }
   dev->lane_holds_lock = true;
-}
-
-bool srd_dev_lanes_first(struct srd_dev *dev) {
-  return dev->threaded && atomic_load_explicit(&dev->lanes_waiting, memory_order_relaxed) > 0;
 }
 
 static void lane_unlock(struct srd_dev *dev) {
