@@ -5,12 +5,13 @@
 # rejoin; cut-all cuts rails 1, 2, 3 in turn, then rail 0, after which every
 # comm must fail within 1 s naming the rails. Skips (77) where namespaces
 # cannot be made. failover-reorder.sh and failover-lanes.sh run it with
-# NCCL_SRD_TEST_REORDER=1 and with progress lanes.
+# NCCL_SRD_TEST_REORDER=1 and with progress lanes; rma-cut.sh runs another
+# program's cases here (SRD_FAILOVER_PROG, under tests/functional).
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
 netns="$here/netns.sh"
-prog="${top_builddir:-.}/tests/functional/failover"
+prog="${top_builddir:-.}/tests/functional/${SRD_FAILOVER_PROG:-failover}"
 export SRD_NETNS="srdfo$$"
 SRD_TEST_NETNS="$SRD_NETNS-a,$SRD_NETNS-b"
 SRD_FAILOVER_NETNS="$netns"

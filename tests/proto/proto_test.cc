@@ -279,6 +279,18 @@ class Proto : public ::testing::Test {
     for (size_t i = 0; i < n * n; i++) c->inserted[i] = addr;
     c->ready = true;
   }
+  // A one-sided group on device b as rank 0 of 2; rank 1 is device a, reached
+  // by a send comm of b's own and received from over r.
+  srd_rma_coll *rma_group(srd_comm **send) {
+    *send = srd_comm_alloc(&b, true);
+    srd_comm *ar = srd_comm_alloc(&a, false);
+    if (!*send || !ar) return nullptr;
+    join(*send, ar, 0);
+    join(ar, *send, 1);
+    srd_rma_coll *coll = srd_rma_coll_new(&b, 2, 0);
+    if (coll) srd_rma_set_peer(coll, 1, *send, r);
+    return coll;
+  }
   // Another connection from A to B, over AV entries of its own (k > 0): to
   // the provider, another peer on each side.
   std::pair<srd_comm *, srd_comm *> another_pair(fi_addr_t k) {
@@ -1075,14 +1087,8 @@ class TwoRailsRma : public TwoRails {
     a.failover = b.failover = true;
     b.sched.npaths = 2;
     b.sched.threshold = 4096; // striped over both rails
-    bs = srd_comm_alloc(&b, true);
-    srd_comm *ar = srd_comm_alloc(&a, false);
-    ASSERT_TRUE(bs && ar);
-    join(bs, ar, 0);
-    join(ar, bs, 1);
-    coll = srd_rma_coll_new(&b, 2, 0);
+    coll = rma_group(&bs);
     ASSERT_TRUE(coll);
-    srd_rma_set_peer(coll, 1, bs, r);
     srd_rma_remote mine{};
     ASSERT_EQ(SRD_OK, srd_rma_win_new(coll, src.data(), src.size(), -1, 0, -1, 0, &swin, &mine));
     ASSERT_EQ(SRD_OK, srd_rma_win_new(coll, dst.data(), dst.size(), -1, 0, -1, 0, &dwin, &mine));
@@ -2321,14 +2327,8 @@ class RmaGpu : public Proto {
     fake::state.devices = 1;
     fake::state.mem_base[0] = reinterpret_cast<uintptr_t>(gpu.data());
     fake::state.mem_len[0] = gpu.size();
-    bs = srd_comm_alloc(&b, true);
-    srd_comm *ar = srd_comm_alloc(&a, false);
-    ASSERT_TRUE(bs && ar);
-    join(bs, ar, 0);
-    join(ar, bs, 1);
-    coll = srd_rma_coll_new(&b, 2, 0);
+    coll = rma_group(&bs);
     ASSERT_TRUE(coll);
-    srd_rma_set_peer(coll, 1, bs, r);
   }
   void TearDown() override {
     if (dwin) srd_rma_win_free(dwin);
