@@ -2331,13 +2331,13 @@ class RmaGpu : public Proto {
     ASSERT_TRUE(coll);
   }
   void TearDown() override {
-    if (dwin) srd_rma_win_free(dwin);
-    if (swin) srd_rma_win_free(swin);
+    for (srd_rma_win *w : {dwin, swin, swin1})
+      if (w) srd_rma_win_free(w);
     srd_rma_coll_detach(coll);
     srd_rma_coll_free(coll);
     EXPECT_EQ(0, fake::state.streams_open) << "the group's stream outlived it";
     EXPECT_EQ(0, fake::state.events_open) << "events leaked";
-    EXPECT_EQ(0, fake::state.retained[0]) << "the primary context stays retained";
+    for (int k = 0; k < 8; k++) EXPECT_EQ(0, fake::state.retained[k]) << "GPU " << k << "'s primary context stays retained";
     EXPECT_EQ(nullptr, fake::state.current) << "the caller's (no) context was not restored";
     delete cuda;
     Proto::TearDown();
@@ -2361,6 +2361,30 @@ class RmaGpu : public Proto {
     m.window = swin->index;
     m.offset = offset;
     m.value = value;
+    srd_rma_on_signal(r, &m);
+  }
+  // A second GPU in the process (before the first window: the driver, loaded
+  // then, counts the GPUs once), with a signal window of its own.
+  std::vector<char> gpu1 = std::vector<char>(64, 0);
+  srd_rma_win *swin1 = nullptr;
+  void second_gpu() {
+    fake::state.devices = 2;
+    fake::state.mem_base[1] = reinterpret_cast<uintptr_t>(gpu1.data());
+    fake::state.mem_len[1] = gpu1.size();
+  }
+  void second_gpu_window() {
+    srd_rma_remote mine{};
+    ASSERT_EQ(SRD_OK, srd_rma_win_new(coll, gpu1.data(), gpu1.size(), 1, SRD_RMA_WIN_NEVER_RESET, -1, 0, &swin1, &mine));
+    EXPECT_EQ(1, g.reg_cuda_dev) << "registered with the wrong GPU";
+    fake::state.calls.clear();
+  }
+  void signal_into(const srd_rma_win *w, uint32_t seq, uint8_t n, uint64_t offset) {
+    srd_msg_rma_signal m{};
+    m.seq = seq;
+    m.nstripes = n;
+    m.op = SRD_RMA_SIGNAL_INC;
+    m.window = w->index;
+    m.offset = offset;
     srd_rma_on_signal(r, &m);
   }
   // The values written to signal word offset, in order.
@@ -2510,6 +2534,27 @@ TEST_F(RmaGpu, RefusedSignalWriteFailsTheGroup) {
 }
 
 // Deregistering waits for the window's stream; the group's close closes it.
+// Several GPUs in one process: a signal into a window of GPU 1 goes on a
+// stream of GPU 1, made and written under GPU 1's primary context; GPU 0's
+// words keep GPU 0's stream. Each GPU's context is released at the end.
+TEST_F(RmaGpu, WindowsOnTwoGpusTakeEachGpusStreamAndContext) {
+  second_gpu();
+  windows(SRD_RMA_WIN_NEVER_RESET);
+  second_gpu_window();
+  stripe(0, 0, 1, true);
+  signal_into(swin1, 0, 1, 8);
+  stripe(1, 0, 1, true);
+  signal_into(swin, 1, 1, 8);
+  ASSERT_EQ(2u, count(fake::State::Call::kWrite));
+  const auto &w1 = fake::state.calls[0], &w0 = fake::state.calls[1];
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(gpu1.data() + 8), w1.addr);
+  EXPECT_EQ(fake::primary(1), w1.ctx) << "GPU 1's word written without GPU 1's context";
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(sigs + 8), w0.addr);
+  EXPECT_EQ(fake::primary(0), w0.ctx) << "GPU 0's word written without GPU 0's context";
+  EXPECT_NE(w0.stream, w1.stream) << "one stream for two GPUs";
+  EXPECT_EQ(0, coll->result);
+}
+
 TEST_F(RmaGpu, DeregisterWaitsForTheStream) {
   windows(0);
   srd_rma_win_free(dwin);
@@ -2681,6 +2726,26 @@ TEST_F(RmaNic, FailedSelfOpEndsTheQueuedOnes) {
 }
 
 // A GPU that orders GPUDirect writes for its owner needs no flush.
+// Several GPUs in one process, the NIC writing: the flush before a signal
+// into GPU 1's window is made under GPU 1's context, and the loopback write
+// goes to GPU 1's word with that window's key.
+TEST_F(RmaNic, FlushBeforeASignalIsUnderItsWindowsGpu) {
+  second_gpu();
+  windows(SRD_RMA_WIN_NEVER_RESET);
+  second_gpu_window();
+  ASSERT_TRUE(swin1->nic_signals);
+  stripe(0, 0, 1, true);
+  signal_into(swin1, 0, 1, 16);
+  ASSERT_EQ(1u, g.loops.size());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(gpu1.data() + 16), g.loops[0].raddr);
+  EXPECT_EQ(b.rail_ops->mr_key(swin1->mrs->mr[0]), g.loops[0].key) << "not GPU 1's window's key";
+  ASSERT_EQ(1u, count(fake::State::Call::kFlush));
+  EXPECT_EQ(fake::primary(1), fake::state.calls[0].ctx) << "flushed under another GPU's context";
+  complete_loop();
+  EXPECT_EQ(1u, *reinterpret_cast<uint64_t *>(gpu1.data() + 16));
+  EXPECT_EQ(0, coll->result);
+}
+
 TEST_F(RmaNic, NoFlushWhereTheGpuOrdersTheWrites) {
   b.gdr.flush = false;
   windows(SRD_RMA_WIN_NEVER_RESET);
