@@ -195,6 +195,13 @@ static bool hello_known(const struct srd_listener *l, const struct srd_msg_peer 
 
 static void on_hello(struct srd_dev *dev, const struct srd_msg_peer *p) {
   struct srd_listener *l = find_listener(dev, p->listener_id);
+  if (!l && (p->flags & SRD_PEER_RESENT)) {
+    /* The tail of our own resends: the first copy was accepted and the
+     * listener closed before this one came (a loaded host). */
+    SRD_INFO(NCCL_NET, "device %d: a resent hello for listener %#x, closed since, dropped", dev->index,
+             p->listener_id);
+    return;
+  }
   if (!l || l->cookie != p->cookie) {
     SRD_WARN_LIMITED(&dev->foreign_log, "device %d: hello for listener %#x with %s cookie dropped", dev->index,
                      p->listener_id, l ? "a wrong" : "no such listener; closed?");

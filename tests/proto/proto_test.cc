@@ -2280,6 +2280,23 @@ TEST_F(Hello, ResentHelloMakesNoSecondComm) {
   srd_comm_close(c);
 }
 
+// A resent copy of a hello whose first was accepted can come after the
+// listener closed (a loaded host): dropped without a warning, which users
+// would read as a fault. A first hello for no listener still warns.
+TEST_F(Hello, ResentHelloForAClosedListenerIsNoWarning) {
+  m.u.peer.listener_id = l->id + 1000; // no such listener
+  m.u.peer.flags = SRD_PEER_RESENT;
+  forged_warnings = 0;
+  srd_log_set_logger(count_warnings);
+  srd_handshake_on_message(&b, &m);
+  EXPECT_EQ(0, forged_warnings) << "our own resent hello warned about";
+  m.u.peer.flags = 0;
+  srd_handshake_on_message(&b, &m);
+  srd_log_set_logger(nullptr);
+  EXPECT_EQ(1, forged_warnings) << "a hello for no listener passed silently";
+  EXPECT_EQ(0, l->nhellos);
+}
+
 // accept() hands a comm out once its answer is delivered, not posted: efa
 // takes a send to any address and fails it later, and tcp's address may be a
 // closed port; a failed answer is dropped and holds no place.
