@@ -157,7 +157,8 @@ static int split(struct srd_rma_op *op) {
 
 /* A stripe not yet posted whose path failover has taken away since the op
  * was split goes on another usable path of the same kind (the immediate
- * names the stripe, not the path). False when none is left. */
+ * names the stripe, not the path). False when none is left. Asked only of a
+ * comm that lost paths (failover_seen): the data path pays nothing before. */
 static bool repath(struct srd_rma_op *op, struct srd_stripe *s) {
   struct srd_comm *c = op->peer->send;
   struct srd_dev *dev = c->dev;
@@ -174,7 +175,7 @@ static int post_stripe(struct srd_rma_op *op, int i, bool *queued) {
   struct srd_comm *c = op->peer->send;
   struct srd_dev *dev = c->dev;
   struct srd_stripe *s = &op->stripes[i];
-  if (dev->failover && !repath(op, s)) {
+  if (c->failover_seen && !repath(op, s)) {
     srd_comm_fail_no_rail(c);
     return c->result;
   }

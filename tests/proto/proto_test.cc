@@ -2371,11 +2371,14 @@ class RmaGpu : public Proto {
     srd_rma_on_write(r, srd_rma_imm_pack({r->write_id, seq, signal, n, i}), 64);
   }
   void signal(uint32_t seq, uint8_t n, uint8_t op, uint64_t value, uint64_t offset = 8) {
+    signal_into(swin, seq, n, op, value, offset);
+  }
+  void signal_into(const srd_rma_win *w, uint32_t seq, uint8_t n, uint8_t op, uint64_t value, uint64_t offset) {
     srd_msg_rma_signal m{};
     m.seq = seq;
     m.nstripes = n;
     m.op = op;
-    m.window = swin->index;
+    m.window = w->index;
     m.offset = offset;
     m.value = value;
     srd_rma_on_signal(r, &m);
@@ -2394,15 +2397,6 @@ class RmaGpu : public Proto {
     ASSERT_EQ(SRD_OK, srd_rma_win_new(coll, gpu1.data(), gpu1.size(), 1, SRD_RMA_WIN_NEVER_RESET, -1, 0, &swin1, &mine));
     EXPECT_EQ(1, g.reg_cuda_dev) << "registered with the wrong GPU";
     fake::state.calls.clear();
-  }
-  void signal_into(const srd_rma_win *w, uint32_t seq, uint8_t n, uint64_t offset) {
-    srd_msg_rma_signal m{};
-    m.seq = seq;
-    m.nstripes = n;
-    m.op = SRD_RMA_SIGNAL_INC;
-    m.window = w->index;
-    m.offset = offset;
-    srd_rma_on_signal(r, &m);
   }
   // The values written to signal word offset, in order.
   std::vector<uint64_t> written(uint64_t offset = 8) const {
@@ -2559,9 +2553,9 @@ TEST_F(RmaGpu, WindowsOnTwoGpusTakeEachGpusStreamAndContext) {
   windows(SRD_RMA_WIN_NEVER_RESET);
   second_gpu_window();
   stripe(0, 0, 1, true);
-  signal_into(swin1, 0, 1, 8);
+  signal_into(swin1, 0, 1, SRD_RMA_SIGNAL_INC, 0, 8);
   stripe(1, 0, 1, true);
-  signal_into(swin, 1, 1, 8);
+  signal_into(swin, 1, 1, SRD_RMA_SIGNAL_INC, 0, 8);
   ASSERT_EQ(2u, count(fake::State::Call::kWrite));
   const auto &w1 = fake::state.calls[0], &w0 = fake::state.calls[1];
   EXPECT_EQ(reinterpret_cast<uintptr_t>(gpu1.data() + 8), w1.addr);
@@ -2752,7 +2746,7 @@ TEST_F(RmaNic, FlushBeforeASignalIsUnderItsWindowsGpu) {
   second_gpu_window();
   ASSERT_TRUE(swin1->nic_signals);
   stripe(0, 0, 1, true);
-  signal_into(swin1, 0, 1, 16);
+  signal_into(swin1, 0, 1, SRD_RMA_SIGNAL_INC, 0, 16);
   ASSERT_EQ(1u, g.loops.size());
   EXPECT_EQ(reinterpret_cast<uintptr_t>(gpu1.data() + 16), g.loops[0].raddr);
   EXPECT_EQ(b.rail_ops->mr_key(swin1->mrs->mr[0]), g.loops[0].key) << "not GPU 1's window's key";
