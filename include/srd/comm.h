@@ -27,7 +27,7 @@ struct srd_listener {
   unsigned dropped_hellos;    /* over the cap: logged at 1, 2, 4, 8... */
   struct srd_comm *answering; /* answers not yet delivered (next_connecting links them) */
   int nanswering;
-  uint64_t answered[SRD_LISTENER_ANSWERED]; /* tokens of the last hellos answered: resent copies are dropped */
+  uint64_t answered[SRD_LISTENER_ANSWERED]; /* tokens of the last hellos answered: later copies are dropped */
   unsigned nanswered;
 };
 

@@ -419,6 +419,7 @@ struct srd_dev {
   struct srd_listener *listeners;
   struct srd_comm *connecting;
   uint32_t next_listener_id;
+  uint64_t listener_key; /* listeners' cookies derive from it and their id (handshake.c) */
   uint64_t last_scan_ms;
   /* Warnings about silent peers (src/proto/probe.c): when the next may be
    * logged, the gap after it (doubling while peers stay silent), whether the

@@ -144,7 +144,6 @@ struct srd_msg_peer { /* HELLO and ACCEPT */
   const uint8_t *names; /* nrails * neps names of name_len bytes, rail-major */
 };
 #define SRD_PEER_EAGER_OK 0x1
-#define SRD_PEER_RESENT 0x2 /* HELLO: sent again, the first got no answer (the listener may have it) */
 
 struct srd_cts_entry {
   uint64_t addr;

@@ -30,7 +30,6 @@ struct peer_msg {
   const struct srd_comm *c;
   enum srd_msg_type type;
   uint32_t dst, listener_id;
-  bool resent;
 };
 
 static size_t encode_peer(void *buf, size_t cap, const void *arg) {
@@ -47,14 +46,23 @@ static size_t encode_peer(void *buf, size_t cap, const void *arg) {
    * any clear-to-send says what the buffer is, so it cannot be per receive. */
   if (m->type == SRD_MSG_ACCEPT && !dev->gdr.gpu) p.flags |= SRD_PEER_EAGER_OK;
   if (m->type == SRD_MSG_ACCEPT) p.write_id = m->c->write_id;
-  if (m->resent) p.flags |= SRD_PEER_RESENT;
   return srd_msg_encode_peer(buf, cap, m->type, m->dst, &p);
 }
 
 /* Post a hello to the listener, from rail 0, endpoint 0. */
-static int post_hello(struct srd_comm *c, bool resent) {
-  struct peer_msg m = {c, SRD_MSG_HELLO, 0, c->listener_id, resent};
+static int post_hello(struct srd_comm *c) {
+  struct peer_msg m = {c, SRD_MSG_HELLO, 0, c->listener_id};
   return srd_comm_send_ctrl(c, c->listener_addr, encode_peer, &m, NULL);
+}
+
+/* A listener's cookie is a keyed mix of its id (splitmix64's finalizer): a
+ * hello for one closed since is told from a stray one without keeping
+ * anything of the closed listener. */
+static uint64_t listener_cookie(const struct srd_dev *dev, uint32_t id) {
+  uint64_t z = dev->listener_key + (uint64_t)id * 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
 }
 
 int srd_listen(struct srd_dev *dev, void *handle, struct srd_listener **out) {
@@ -68,7 +76,7 @@ int srd_listen(struct srd_dev *dev, void *handle, struct srd_listener **out) {
   l->magic = SRD_LISTENER_MAGIC;
   l->dev = dev;
   l->id = dev->next_listener_id++;
-  l->cookie = srd_random64();
+  l->cookie = listener_cookie(dev, l->id);
   l->next = dev->listeners;
   dev->listeners = l;
   struct srd_handle h = {.listener_id = l->id, .cookie = l->cookie, .name_len = (uint8_t)dev->rails[0].ep_name_len};
@@ -133,7 +141,7 @@ int srd_connect(struct srd_dev *dev, void *handle, struct srd_comm **out) {
    * again, spaced out, until answered or the connect times out. */
   uint64_t now = srd_now_ms();
   if (!c->result && !c->ready && (!c->hello_sent || now >= c->hello_next_ms)) {
-    int rc = post_hello(c, c->hello_sent);
+    int rc = post_hello(c);
     if (rc == SRD_OK && c->hello_sent)
       SRD_INFO(NCCL_NET, "comm %#x: no answer from listener %#x within %u ms: hello sent again", c->id,
                c->listener_id, c->hello_gap_ms);
@@ -180,8 +188,9 @@ static struct srd_listener *find_listener(struct srd_dev *dev, uint32_t id) {
  * peer's provider is not sent an empty connection at every accept. */
 #define ANSWER_CHECK_MS 100
 
-/* A resent hello whose first copy this listener keeps, answers or answered:
- * the connecting comm is one, whatever copies arrive. */
+/* A hello whose copy this listener keeps, answers or answered: the
+ * connecting comm is one, whatever copies arrive in whatever order (a resent
+ * copy can overtake the first on an unordered fabric). */
 static bool hello_known(const struct srd_listener *l, const struct srd_msg_peer *p) {
   for (const struct srd_pending_hello *ph = l->hellos; ph; ph = ph->next)
     if (ph->peer.token == p->token && ph->peer.src_comm == p->src_comm) return true;
@@ -195,11 +204,11 @@ static bool hello_known(const struct srd_listener *l, const struct srd_msg_peer 
 
 static void on_hello(struct srd_dev *dev, const struct srd_msg_peer *p) {
   struct srd_listener *l = find_listener(dev, p->listener_id);
-  if (!l && (p->flags & SRD_PEER_RESENT)) {
-    /* The tail of our own resends: the first copy was accepted and the
-     * listener closed before this one came (a loaded host). */
-    SRD_INFO(NCCL_NET, "device %d: a resent hello for listener %#x, closed since, dropped", dev->index,
-             p->listener_id);
+  if (!l && p->cookie == listener_cookie(dev, p->listener_id)) {
+    /* Mostly a late copy of a hello answered before the listener closed (a
+     * loaded host, an unordered fabric). A peer that really connects to a
+     * closed listener is told by its own connect timeout. */
+    SRD_INFO(NCCL_NET, "device %d: a hello for listener %#x, closed since, dropped", dev->index, p->listener_id);
     return;
   }
   if (!l || l->cookie != p->cookie) {
@@ -207,7 +216,7 @@ static void on_hello(struct srd_dev *dev, const struct srd_msg_peer *p) {
                      p->listener_id, l ? "a wrong" : "no such listener; closed?");
     return;
   }
-  if ((p->flags & SRD_PEER_RESENT) && hello_known(l, p)) return;
+  if (hello_known(l, p)) return;
   if (l->nhellos >= MAX_PENDING_HELLOS) {
     unsigned n = ++l->dropped_hellos;
     if (!(n & (n - 1)))
@@ -303,7 +312,7 @@ static int answer_progress(struct srd_listener *l, struct srd_comm *c, const cha
     return c->result;
   }
   if (c->answer == SRD_ANSWER_UNSENT) {
-    struct peer_msg m = {c, SRD_MSG_ACCEPT, c->peer_id, l->id, false};
+    struct peer_msg m = {c, SRD_MSG_ACCEPT, c->peer_id, l->id};
     int rc = srd_comm_send_answer(c, c->peer[0], encode_peer, &m);
     if (rc != SRD_OK && rc != SRD_AGAIN) {
       *why = "could not be posted";

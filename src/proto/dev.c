@@ -219,6 +219,7 @@ int srd_dev_open(struct srd_dev *dev) {
   dev->sched.min_stripe = (size_t)srd_param_int(SRD_PARAM_MIN_STRIPE);
   dev->sched.max_write = max_write;
   dev->next_listener_id = (uint32_t)srd_random64();
+  dev->listener_key = srd_random64();
   srd_dev_failover_init(dev);
   check_ll(dev);
   /* Asked for explicitly: the threads run from the start. */
