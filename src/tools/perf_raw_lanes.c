@@ -82,6 +82,7 @@ static void lane_fail(struct raw_lane *l, int err, const char *what) {
   pthread_mutex_lock(&l->lock);
   l->error = err ? err : -FI_EOTHER;
   snprintf(l->why, sizeof(l->why), "%s: %s%s", what, fi_strerror(-l->error), detail);
+  atomic_store(&l->has_done, 1);
   pthread_mutex_unlock(&l->lock);
 }
 
@@ -108,8 +109,9 @@ static void *lane_main(void *arg) {
   long sleep_us = LANE_SLEEP_MIN_US;
   while (!atomic_load(&l->stop)) {
     int worked = 0;
-    if (next == nposting) { /* swap the queue for the empty array */
+    if (next == nposting && atomic_load(&l->has_todo)) { /* swap the queue for the empty array */
       srd_mutex_lock_spin(&l->lock);
+      atomic_store(&l->has_todo, 0);
       struct raw_lane_op *t = l->todo;
       size_t tcap = l->todo_cap;
       l->todo = posting, l->todo_cap = posting_cap;
@@ -138,6 +140,7 @@ static void *lane_main(void *arg) {
       srd_mutex_lock_spin(&l->lock);
       int ok = !grow((void **)&l->done, &l->done_cap, l->ndone + (size_t)n, sizeof(*l->done));
       if (ok) memcpy(l->done + l->ndone, e, (size_t)n * sizeof(*e)), l->ndone += (size_t)n;
+      atomic_store(&l->has_done, 1);
       pthread_mutex_unlock(&l->lock);
       if (!ok) {
         lane_fail(l, -FI_ENOMEM, "completion queue");
@@ -239,7 +242,7 @@ int raw_lane_post(struct raw *r, int rail, const struct raw_lane_op *w) {
   struct raw_lane *l = r->lanes[rail];
   pthread_mutex_lock(&l->lock);
   int ok = !grow((void **)&l->todo, &l->todo_cap, l->ntodo + 1, sizeof(*l->todo));
-  if (ok) l->todo[l->ntodo++] = *w;
+  if (ok) l->todo[l->ntodo++] = *w, atomic_store(&l->has_todo, 1);
   if (ok && atomic_load(&l->sleeping)) pthread_cond_signal(&l->wake);
   pthread_mutex_unlock(&l->lock);
   if (!ok) perf_error("raw: out of memory queueing a stripe on rail %d", rail);
@@ -250,7 +253,9 @@ int raw_lanes_progress(struct raw *r, void (*on_completion)(struct raw *r, const
   for (int i = r->nnics; i < r->nrails; i++) {
     struct raw_lane *l = r->lanes[i];
     kick(l);
+    if (!atomic_load(&l->has_done)) continue;
     pthread_mutex_lock(&l->lock);
+    atomic_store(&l->has_done, 0);
     struct fi_cq_data_entry *t = l->done;
     size_t n = l->ndone, tcap = l->done_cap;
     l->done = l->taken, l->done_cap = l->taken_cap, l->ndone = 0;

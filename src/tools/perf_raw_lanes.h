@@ -46,6 +46,10 @@ struct raw_lane {
   atomic_uint activity; /* bumped by every caller's progress: keeps an idle lane polling */
   atomic_int sleeping;
   atomic_int stop;
+  /* Hints that todo or done (or error) changed, read without the lock, so
+   * that neither the lane nor a caller polling at full speed takes the lock
+   * for nothing: the two would contend for it on every poll. */
+  atomic_int has_todo, has_done;
   /* Under lock. */
   struct raw_lane_op *todo; /* stripes to post */
   size_t ntodo, todo_cap;

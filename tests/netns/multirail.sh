@@ -1,5 +1,5 @@
 #!/bin/sh
-# The size and grouped-receive tests between two "hosts": rank 0 in one
+# The size, grouped-receive and one-sided RMA tests between two "hosts": rank 0 in one
 # network namespace, rank 1 in the other, joined by 4 veth rails
 # (tests/netns/netns.sh), over tcp (tcp;ofi_rxm on libfabric 1.x). Messages from 128 KiB up
 # (NCCL_SRD_STRIPE_THRESHOLD) are striped over every rail. Then the same with
@@ -20,7 +20,7 @@ export SRD_TEST_NETNS NCCL_SRD_PROVIDER
 unset FI_PROVIDER NCCL_SRD_IFNAME NCCL_SRD_RAILS
 fails=0
 
-for prog in sizes groups; do
+for prog in sizes groups rma; do
   [ -x "$dir/$prog" ] || { echo "multirail: $dir/$prog is not built" >&2; exit 99; }
 done
 "$netns" check || exit $?
@@ -77,6 +77,14 @@ run "$dir/sizes" 'tcp'
 # sizes sends a 64 MiB message at least once: 16 MiB a rail when striped.
 check_striped 12
 run "$dir/groups" 'tcp'
+# One-sided: put+signal 1 B..64 MiB checked byte for byte, then the ordering
+# rule (a signal shows only puts whose data all landed) with stripes spread
+# over the 4 rails, delivered in order and shuffled.
+before="$(traffic va0) $(traffic va1) $(traffic va2) $(traffic va3)"
+run "$dir/rma" 'tcp' put-sizes
+check_striped 12
+run "$dir/rma" 'tcp' ordering
+NCCL_SRD_TEST_REORDER=1 run "$dir/rma" 'tcp' ordering
 
 echo "### 1 rail (va0) against 4 rails (vb0..vb3)"
 before="$(traffic va0) $(traffic va1) $(traffic va2) $(traffic va3)"

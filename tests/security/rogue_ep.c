@@ -156,7 +156,11 @@ int rogue_recv(struct rogue *r, struct srd_msg *m, int ms) {
 
 size_t rogue_hello(struct rogue *r, void *buf, const struct srd_handle *h, uint32_t src_comm, const void *name,
                    uint8_t name_len) {
+  /* Each hello its own connect: a listener takes hellos with one token and
+   * comm id for copies of one (a resend). */
+  static uint64_t hellos;
   struct srd_msg_peer p = {.cookie = h->cookie,
+                           .token = 0x5eed0000 + ++hellos,
                            .listener_id = h->listener_id,
                            .src_comm = src_comm,
                            .pid = (uint32_t)getpid(),
