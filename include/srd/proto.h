@@ -500,6 +500,9 @@ void srd_dev_fini(struct srd_dev *dev);
 /* Stop and join the lane threads (bounded wait). Returns false when one did
  * not end: its rails must then stay open. Caller holds no lock. */
 bool srd_dev_stop_lanes(struct srd_dev *dev);
+/* Whether a lane drops a write queued for it that its provider keeps
+ * refusing: only once the comm it serves failed (a slow peer's stay). */
+bool srd_queued_write_abandoned(const struct srd_rail_write *w);
 /* An entry point was called: idle lanes wake and poll. No lock needed. */
 void srd_dev_kick(struct srd_dev *dev);
 /* One step of a bounded wait inside a call (lock held): progress, and give the

@@ -60,6 +60,7 @@ struct srd_rail_write {
   uint32_t imm;
   fi_addr_t dest;
   uint64_t raddr, key;
+  const int *owner_result;      /* nonzero once what it serves failed: a lane that cannot post it drops it then */
   int err;                      /* why the post failed (failed list) */
 };
 

@@ -131,11 +131,9 @@ static void fail_writes(struct srd_rail *rail, struct srd_rail_write *failed) {
   }
 }
 
-/* Only stripes are queued; their owner is a send request. */
-static bool write_abandoned(const struct srd_rail_write *w) {
-  const struct srd_req *r = w->op.owner;
-  return r->comm->result != 0;
-}
+/* Stripes of messages and of one-sided ops are queued: each names the
+ * result of the comm it serves (its owner is a request or an RMA op). */
+bool srd_queued_write_abandoned(const struct srd_rail_write *w) { return *w->owner_result != 0; }
 
 static bool any_write(const struct srd_rail_write *w) {
   (void)w;
@@ -154,7 +152,7 @@ static void cancel_writes(struct srd_rail *rail, struct srd_rail_write *dropped)
 
 static void drop_abandoned(struct srd_dev *dev, struct srd_rail *rail) {
   lane_lock(dev);
-  cancel_writes(rail, srd_rail_drop_queued(rail, write_abandoned));
+  cancel_writes(rail, srd_rail_drop_queued(rail, srd_queued_write_abandoned));
   lane_unlock(dev);
 }
 

@@ -192,6 +192,7 @@ static int post_stripe(struct srd_rma_op *op, int i, bool *queued) {
   w->dest = c->peer[s->path];
   w->raddr = op->raddr + s->offset;
   w->key = op->remote->key[l % op->remote->nkeys];
+  w->owner_result = &c->result;
   if (op->kind == SRD_RMA_GET)
     return dev->rail_ops->read(rail, w->ep, op->local + s->offset, s->len, w->desc, w->dest, w->raddr, w->key, &w->op);
   struct srd_rma_imm imm = {c->write_id, op->seq, op->has_signal, (uint32_t)op->nstripes,

@@ -177,6 +177,7 @@ static int post_write(struct srd_req *r, int i, int path, struct srd_rail_write 
   w->dest = c->peer[path];
   w->raddr = r->raddr + s->offset;
   w->key = r->rkey[l];
+  w->owner_result = &c->result;
   if (!srd_dev_caller_polls(dev, l)) {
     dev->rail_ops->queue_write(rail, w);
     *queued = true;

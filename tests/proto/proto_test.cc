@@ -96,6 +96,8 @@ struct Fake {
   int send_refused = 0; // send fails with this
   int bufs_out = 0;
   srd_dev *devs[2] = {nullptr, nullptr};
+  bool lanes = false;                  // a test that gives rails to lane threads
+  std::vector<struct srd_rail_write *> queued; // writes handed to a lane's thread
 } g;
 
 int av_insert(srd_rail *, const void *, fi_addr_t *addr) {
@@ -126,7 +128,10 @@ int write(srd_rail *rail, int, const void *src, size_t len, void *, uint32_t imm
   g.writes.push_back({rail, op, src, len, imm, static_cast<int>(srd_imm_unpack(imm).stripe), dest, raddr});
   return 0;
 }
-void queue_write(srd_rail *, struct srd_rail_write *) { ADD_FAILURE() << "no lanes in these tests"; }
+void queue_write(srd_rail *, struct srd_rail_write *w) {
+  if (!g.lanes) ADD_FAILURE() << "no lanes in this test";
+  g.queued.push_back(w);
+}
 void *mr_desc(fid_mr *) { return nullptr; }
 // Registrations made through the fake (srd_dev_reg) carry keys 1, 2, 3...;
 // the hand-made ones of struct Reg have none (key 0x5eed). libfabric's
@@ -1220,6 +1225,31 @@ TEST_F(TwoRailsRma, QueuedOpMovesToTheRailsLeft) {
   while (!g.sends.empty()) complete_send(0);
   ASSERT_TRUE(srd_rma_op_test(op));
   EXPECT_EQ(SRD_OK, op->result);
+  srd_rma_op_release(op);
+}
+
+// A lane whose provider keeps refusing a queued stripe drops it only once
+// the comm it serves failed: a slow peer's one-sided writes stay queued. The
+// stripe's owner is an RMA op here, not a message's request.
+TEST_F(TwoRailsRma, LaneKeepsAQueuedStripeUntilItsCommFailed) {
+  g.lanes = true;
+  b.threaded = true;
+  b.nnics = 1; // rail 1 is a lane's: its stripes are queued for its thread
+  srd_rma_op *op = put();
+  ASSERT_TRUE(op);
+  ASSERT_FALSE(g.queued.empty()) << "no stripe was queued for the lane";
+  Locked held(b);
+  for (struct srd_rail_write *w : g.queued) EXPECT_FALSE(srd_queued_write_abandoned(w)) << "a live comm's stripe dropped";
+  srd_comm_fail(bs, SRD_ERR_REMOTE, "the peer is gone (test)");
+  for (struct srd_rail_write *w : g.queued) EXPECT_TRUE(srd_queued_write_abandoned(w)) << "a failed comm's stripe kept";
+  for (struct srd_rail_write *w : g.queued) w->op.done(&w->op, -FI_ECANCELED, "dropped (test)");
+  g.queued.clear();
+  b.threaded = false;
+  b.nnics = b.nrails;
+  while (!g.writes.empty()) complete_write(0);
+  while (!g.sends.empty()) complete_send(0);
+  ASSERT_TRUE(srd_rma_op_test(op));
+  EXPECT_NE(SRD_OK, op->result);
   srd_rma_op_release(op);
 }
 
