@@ -20,8 +20,7 @@ struct srd_listener {
   uint64_t magic;       /* SRD_LISTENER_MAGIC until closed */
   struct srd_dev *dev;
   struct srd_listener *next; /* on dev->listeners, or dev->free_listeners once closed */
-  uint32_t id;
-  uint64_t cookie;
+  uint32_t id; /* its cookie derives from it (handshake.c) */
   struct srd_pending_hello *hellos;
   int nhellos;
   unsigned dropped_hellos;    /* over the cap: logged at 1, 2, 4, 8... */

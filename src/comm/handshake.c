@@ -62,7 +62,8 @@ static uint64_t listener_cookie(const struct srd_dev *dev, uint32_t id) {
   uint64_t z = dev->listener_key + (uint64_t)id * 0x9e3779b97f4a7c15ull;
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
+  z ^= z >> 31;
+  return z ? z : 1; /* a handle's cookie is never 0 */
 }
 
 int srd_listen(struct srd_dev *dev, void *handle, struct srd_listener **out) {
@@ -76,10 +77,9 @@ int srd_listen(struct srd_dev *dev, void *handle, struct srd_listener **out) {
   l->magic = SRD_LISTENER_MAGIC;
   l->dev = dev;
   l->id = dev->next_listener_id++;
-  l->cookie = listener_cookie(dev, l->id);
   l->next = dev->listeners;
   dev->listeners = l;
-  struct srd_handle h = {.listener_id = l->id, .cookie = l->cookie, .name_len = (uint8_t)dev->rails[0].ep_name_len};
+  struct srd_handle h = {.listener_id = l->id, .cookie = listener_cookie(dev, l->id), .name_len = (uint8_t)dev->rails[0].ep_name_len};
   memcpy(h.name, dev->rails[0].ep_name[0], h.name_len);
   snprintf(h.transport, sizeof(h.transport), "%s", dev->transport);
   srd_handle_encode(&h, handle);
@@ -203,17 +203,18 @@ static bool hello_known(const struct srd_listener *l, const struct srd_msg_peer 
 }
 
 static void on_hello(struct srd_dev *dev, const struct srd_msg_peer *p) {
-  struct srd_listener *l = find_listener(dev, p->listener_id);
-  if (!l && p->cookie == listener_cookie(dev, p->listener_id)) {
-    /* Mostly a late copy of a hello answered before the listener closed (a
-     * loaded host, an unordered fabric). A peer that really connects to a
-     * closed listener is told by its own connect timeout. */
-    SRD_INFO(NCCL_NET, "device %d: a hello for listener %#x, closed since, dropped", dev->index, p->listener_id);
+  if (p->cookie != listener_cookie(dev, p->listener_id)) {
+    SRD_WARN_LIMITED(&dev->foreign_log,
+                     "device %d: hello for listener %#x with a wrong cookie dropped (a stale handle, or another job's)",
+                     dev->index, p->listener_id);
     return;
   }
-  if (!l || l->cookie != p->cookie) {
-    SRD_WARN_LIMITED(&dev->foreign_log, "device %d: hello for listener %#x with %s cookie dropped", dev->index,
-                     p->listener_id, l ? "a wrong" : "no such listener; closed?");
+  struct srd_listener *l = find_listener(dev, p->listener_id);
+  if (!l) {
+    /* One of ours, closed since: mostly a late copy of a hello answered
+     * before (a loaded host, an unordered fabric). A peer that really
+     * connects to a closed listener is told by its own connect timeout. */
+    SRD_INFO(NCCL_NET, "device %d: a hello for listener %#x, closed since, dropped", dev->index, p->listener_id);
     return;
   }
   if (hello_known(l, p)) return;
@@ -281,7 +282,7 @@ static void start_answers(struct srd_listener *l) {
       free(ph);
       continue;
     }
-    c->cookie = l->cookie;
+    c->cookie = listener_cookie(dev, l->id);
     c->peer_id = ph->peer.src_comm;
     c->peer_token = ph->peer.token;
     c->peer_pid = ph->peer.pid;

@@ -2277,10 +2277,18 @@ class Hello : public Proto {
   void SetUp() override {
     Proto::SetUp();
     b.rails[0].ep_name_len = 16;
+    b.listener_key = 0x5eedf00d; // cookies are never 0 in a valid handle
+    snprintf(b.transport, sizeof b.transport, "tcp");
     char handle[SRD_HANDLE_SIZE] = {};
     ASSERT_EQ(SRD_OK, srd_listen(&b, handle, &l));
     m.type = SRD_MSG_HELLO;
-    m.u.peer = {l->cookie, 0x1234, l->id, 0x10005, 42, 0, 1, 1, 16, 0, name};
+    m.u.peer = {cookie_of(handle), 0x1234, l->id, 0x10005, 42, 0, 1, 1, 16, 0, name};
+  }
+  static uint64_t cookie_of(const char *handle) {
+    srd_handle h{};
+    const char *why = nullptr;
+    EXPECT_EQ(0, srd_handle_decode(handle, &h, &why)) << why;
+    return h.cookie;
   }
   void TearDown() override {
     srd_close_listen(l);
@@ -2320,7 +2328,7 @@ TEST_F(Hello, HelloForAClosedListenerIsNoWarning) {
   char handle[SRD_HANDLE_SIZE] = {};
   ASSERT_EQ(SRD_OK, srd_listen(&b, handle, &closed));
   m.u.peer.listener_id = closed->id;
-  m.u.peer.cookie = closed->cookie;
+  m.u.peer.cookie = cookie_of(handle);
   srd_close_listen(closed);
   forged_warnings = 0;
   srd_log_set_logger(count_warnings);
