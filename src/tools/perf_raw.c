@@ -156,15 +156,7 @@ static int raw_dereg(struct perf_transport *t, void *comm, void *mhandle) {
   return 0;
 }
 
-static int raw_irecv(struct perf_transport *t, void *recv_comm, int n, void **bufs, size_t *sizes, int *tags,
-                     void **mhandles, void **request) {
-  struct raw_comm *c = recv_comm;
-  *request = NULL;
-  if (n < 1 || n > PERF_TEST_SIZES) {
-    perf_error("raw: grouped receive of %d buffers", n);
-    return -1;
-  }
-  if (raw_comm_progress(c)) return -1;
+static int try_irecv(struct raw_comm *c, int n, void **bufs, size_t *sizes, void **mhandles, void **request) {
   for (int i = 0; i < n; i++)
     if (c->rx[(c->seq + (uint32_t)i) % RAW_RING].req) return 0; /* ring full: call again */
   struct raw_req *req = raw_req_new(c);
@@ -224,12 +216,7 @@ static int send_eager(struct raw_comm *c, void *buf, size_t size, struct raw_mr 
   return 0;
 }
 
-static int raw_isend(struct perf_transport *t, void *send_comm, void *buf, size_t size, int tag, void *mhandle,
-                     void **request) {
-  struct raw_comm *c = send_comm;
-  struct raw_mr *m = mhandle;
-  *request = NULL;
-  if (raw_comm_progress(c)) return -1;
+static int try_isend(struct raw_comm *c, void *buf, size_t size, struct raw_mr *m, void **request) {
   uint32_t seq = c->seq & RAW_SEQ_MASK;
   if (size <= c->eager_max) return send_eager(c, buf, size, m, request);
   uint32_t slot = seq % RAW_RING;
@@ -280,10 +267,37 @@ static int raw_isend(struct perf_transport *t, void *send_comm, void *buf, size_
   return 0;
 }
 
+/* A post costs no progress (on tcp a poll(2) each) unless it has to wait:
+ * for a ring slot, eager credits or a clear-to-send; test progresses. */
+static int raw_irecv(struct perf_transport *t, void *recv_comm, int n, void **bufs, size_t *sizes, int *tags,
+                     void **mhandles, void **request) {
+  struct raw_comm *c = recv_comm;
+  *request = NULL;
+  if (n < 1 || n > PERF_TEST_SIZES) {
+    perf_error("raw: grouped receive of %d buffers", n);
+    return -1;
+  }
+  if (raw_comm_failed(c)) return -1;
+  int rc = try_irecv(c, n, bufs, sizes, mhandles, request);
+  if (rc || *request) return rc;
+  return raw_comm_progress(c) ? -1 : try_irecv(c, n, bufs, sizes, mhandles, request);
+}
+
+static int raw_isend(struct perf_transport *t, void *send_comm, void *buf, size_t size, int tag, void *mhandle,
+                     void **request) {
+  struct raw_comm *c = send_comm;
+  *request = NULL;
+  if (raw_comm_failed(c)) return -1;
+  int rc = try_isend(c, buf, size, mhandle, request);
+  if (rc || *request) return rc;
+  return raw_comm_progress(c) ? -1 : try_isend(c, buf, size, mhandle, request);
+}
+
 static int raw_test(struct perf_transport *t, void *request, int *done, size_t *sizes) {
   struct raw_req *req = request;
   *done = 0;
-  if (raw_comm_progress(req->comm)) return -1;
+  if (raw_comm_failed(req->comm)) return -1;
+  if (req->pending && raw_comm_progress(req->comm)) return -1;
   if (req->pending) return 0;
   *done = 1;
   for (int i = 0; i < req->n; i++) sizes[i] = req->sizes[i];

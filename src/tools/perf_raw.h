@@ -33,6 +33,9 @@
  * provider's inject size) into the pool's posted receives, which are that
  * large; the receiver copies them out. */
 #define RAW_CREDIT_BATCH 8 /* the receiver returns eager credits this many at a time */
+/* A peer's credits are a quarter of the pool, at least two batches: fewer
+ * and the credits could never come back. */
+#define RAW_POOL_MIN (8 * RAW_CREDIT_BATCH)
 
 static inline uint32_t raw_imm(uint32_t comm, uint32_t seq, uint32_t stripes) {
   return comm | (seq & RAW_SEQ_MASK) << RAW_COMM_BITS | stripes << (RAW_COMM_BITS + RAW_SEQ_BITS);
@@ -254,6 +257,7 @@ struct raw_peer *raw_peer_insert(struct raw *r, int rail, const void *name, size
 int raw_peer_insert_rails(struct raw *r, int nrails, const struct raw_names *names, fi_addr_t *peer,
                           struct raw_peer **first);
 int raw_comm_progress(struct raw_comm *c);
+int raw_comm_failed(const struct raw_comm *c);
 struct raw_req *raw_req_new(struct raw_comm *c);
 void raw_req_free(struct raw_req *req);
 void raw_comm_destroy(struct raw_comm *c);

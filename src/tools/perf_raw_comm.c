@@ -366,6 +366,8 @@ int raw_progress(struct raw *r) {
 
 int raw_comm_progress(struct raw_comm *c) { return raw_progress(c->r) || c->error ? -1 : 0; }
 
+int raw_comm_failed(const struct raw_comm *c) { return c->r->failed || c->error; }
+
 struct raw_req *raw_req_new(struct raw_comm *c) {
   struct raw_req *req = calloc(1, sizeof(*req));
   if (!req) return NULL;
@@ -429,7 +431,7 @@ int raw_open_endpoints(struct raw *r) {
   for (int i = 0; i < r->nrails; i++)
     if (raw_open_endpoint(r, &r->rails[i])) return -1;
   size_t rx = r->rails[0].info->rx_attr->size / 2;
-  r->npool = rx < 16 ? 16 : rx > RAW_POOL_MAX ? RAW_POOL_MAX : (int)rx;
+  r->npool = rx < RAW_POOL_MIN ? RAW_POOL_MIN : rx > RAW_POOL_MAX ? RAW_POOL_MAX : (int)rx;
   r->rx_bytes = srd_eager_default(r->rails[0].info);
   r->pool = calloc((size_t)r->npool, r->rx_bytes);
   r->pool_ops = calloc((size_t)r->npool, sizeof(*r->pool_ops));
