@@ -55,6 +55,7 @@ struct srd_rail_write {
   struct srd_rail_write *next;  /* in the rail's post queue */
   int ep;
   const void *src;
+  void *dst;                    /* set: a get's stripe, an RMA read into dst (src unused) */
   size_t len;
   void *desc;
   uint32_t imm;

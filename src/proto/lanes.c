@@ -126,7 +126,8 @@ static void fail_writes(struct srd_rail *rail, struct srd_rail_write *failed) {
     struct srd_rail_write *w = failed;
     failed = w->next;
     char text[200];
-    snprintf(text, sizeof(text), "RMA write on rail %s failed: %s", rail->name, fi_strerror(-w->err));
+    snprintf(text, sizeof(text), "RMA %s on rail %s failed: %s", w->dst ? "read" : "write", rail->name,
+             fi_strerror(-w->err));
     w->op.done(&w->op, w->err, text);
   }
 }

@@ -187,22 +187,24 @@ static int post_stripe(struct srd_rma_op *op, int i, bool *queued) {
   w->op.aux = (void *)(intptr_t)l;
   w->ep = s->path % dev->neps;
   w->src = op->local + s->offset;
+  w->dst = op->kind == SRD_RMA_GET ? op->local + s->offset : NULL;
   w->len = s->len;
   w->desc = op->lwin->mrs->mr[l] ? dev->rail_ops->mr_desc(op->lwin->mrs->mr[l]) : NULL;
   w->dest = c->peer[s->path];
   w->raddr = op->raddr + s->offset;
   w->key = op->remote->key[l % op->remote->nkeys];
   w->owner_result = &c->result;
-  if (op->kind == SRD_RMA_GET)
-    return dev->rail_ops->read(rail, w->ep, op->local + s->offset, s->len, w->desc, w->dest, w->raddr, w->key, &w->op);
   struct srd_rma_imm imm = {c->write_id, op->seq, op->has_signal, (uint32_t)op->nstripes,
                             (uint32_t)i};
-  w->imm = srd_rma_imm_pack(imm);
+  w->imm = op->kind == SRD_RMA_GET ? 0 : srd_rma_imm_pack(imm);
+  /* A lane's rail is posted to by its thread alone, reads as writes: a post
+   * from here would contend with the lane's progress for the provider. */
   if (!srd_dev_caller_polls(dev, l)) {
     dev->rail_ops->queue_write(rail, w);
     *queued = true;
     return 0;
   }
+  if (w->dst) return dev->rail_ops->read(rail, w->ep, w->dst, w->len, w->desc, w->dest, w->raddr, w->key, &w->op);
   return dev->rail_ops->write(rail, w->ep, w->src, w->len, w->desc, w->imm, w->dest, w->raddr, w->key, &w->op);
 }
 

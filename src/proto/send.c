@@ -171,6 +171,7 @@ static int post_write(struct srd_req *r, int i, int path, struct srd_rail_write 
   w->op.aux = (void *)(intptr_t)l;
   w->ep = path % dev->neps;
   w->src = r->buf + s->offset;
+  w->dst = NULL;
   w->len = s->len;
   w->desc = dev->rail_ops->mr_desc(mrs->mr[l]);
   w->imm = srd_imm_pack(imm);

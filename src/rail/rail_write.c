@@ -1,6 +1,6 @@
-/* RMA writes: one posted now, or queued for the lane thread that owns the
- * rail (it alone posts and reaps there, so a write's completion is never
- * handled before the write left the queue). */
+/* RMA writes and reads: one posted now, or queued for the lane thread that
+ * owns the rail (it alone posts and reaps there, so an operation's
+ * completion is never handled before it left the queue). */
 #include "srd/rail.h"
 
 #include <sys/uio.h>
@@ -28,6 +28,11 @@ int srd_rail_read(struct srd_rail *rail, int ep, void *dst, size_t len, void *de
   return (int)fi_read(rail->ep[ep], dst, len, desc, src, raddr, key, &op->fi_ctx);
 }
 
+static int post_queued_one(struct srd_rail *rail, struct srd_rail_write *w) {
+  if (w->dst) return srd_rail_read(rail, w->ep, w->dst, w->len, w->desc, w->dest, w->raddr, w->key, &w->op);
+  return srd_rail_write(rail, w->ep, w->src, w->len, w->desc, w->imm, w->dest, w->raddr, w->key, &w->op);
+}
+
 void srd_rail_queue_write(struct srd_rail *rail, struct srd_rail_write *w) {
   w->next = NULL;
   pthread_mutex_lock(&rail->post_lock);
@@ -47,7 +52,7 @@ int srd_rail_post_queued(struct srd_rail *rail, struct srd_rail_write **failed, 
     pthread_mutex_unlock(&rail->post_lock);
     if (!w) break;
     srd_rail_cq_lock(rail);
-    int rc = srd_rail_write(rail, w->ep, w->src, w->len, w->desc, w->imm, w->dest, w->raddr, w->key, &w->op);
+    int rc = post_queued_one(rail, w);
     srd_rail_cq_unlock(rail);
     if (rc == -FI_EAGAIN) {
       *more = true;

@@ -6,7 +6,7 @@
 #     provider,
 #   - one hop inside NCCL (nccl-tests sendrecv_perf, 2 ranks, each sends to
 #     the other) over NCCL's Socket transport and over our plugin.
-# Sizes 8 B, 512 B, 8 KiB, 32 KiB, 128 KiB; about 2 minutes.
+# Sizes 8 B, 512 B, 8 KiB, 32 KiB, 128 KiB, 512 KiB, 2 MiB; about 2 minutes.
 #
 #   OUT=dir bash tests/device/floor.sh      # from the root of the carried checkout
 #
@@ -32,15 +32,15 @@ perf_bin=${net%/lib/*}/bin/srd-perf
 export NCCL_TESTS_DEVICE=0 NCCL_DEBUG=WARN FI_PROVIDER=tcp
 unset NCCL_DEBUG_SUBSYS NCCL_ALGO NCCL_PROTO NCCL_NET NCCL_NET_PLUGIN NCCL_TUNER_PLUGIN
 for v in $(env | grep -oE '^NCCL_SRD_[A-Z_]+'); do unset "$v"; done
-sizes="8 512 8192 32768 131072"
+sizes="8 512 8192 32768 131072 524288 2097152"
 for round in 1 2; do
   # shellcheck disable=SC2086
   bounded 60 taskset -c 2,3 "$out/tcp_pingpong" 20000 $sizes >"$out/tcp-$round.log" 2>&1
-  bounded 90 "$perf_bin" --pin -t lat -b 8 -e 128K -f 4 >"$out/srd-perf-$round.log" 2>&1
+  bounded 90 "$perf_bin" --pin -t lat -b 8 -e 2M -f 4 >"$out/srd-perf-$round.log" 2>&1
   for v in socket srd; do
     if [ $v = socket ]; then e="NCCL_NET=Socket"; else e="NCCL_NET=SRD NCCL_NET_PLUGIN=$net"; fi
     # shellcheck disable=SC2086
-    (export $e; bounded 60 bash -c "$(declare -f mpiranks); mpiranks 2 $tests_dir/sendrecv_perf -b 8 -e 128K -f 4 -g 1 -n 500 -w 50 -c 1") \
+    (export $e; bounded 60 bash -c "$(declare -f mpiranks); mpiranks 2 $tests_dir/sendrecv_perf -b 8 -e 2M -f 4 -g 1 -n 500 -w 50 -c 1") \
       >"$out/sendrecv-$v-$round.log" 2>&1
     echo "# exit $?" >>"$out/sendrecv-$v-$round.log"
   done
@@ -48,7 +48,7 @@ done
 
 # tcp LOG SIZE: p50; perf LOG SIZE COLUMN (2 plugin, 3 raw); hop LOG SIZE: out-of-place time.
 tcp() { awk -v s="$2" '$1 == s {print $2}' "$1" 2>/dev/null; }
-human() { awk -v s="$1" 'BEGIN {if (s >= 1024) printf "%d KiB", s / 1024; else printf "%d B", s}'; }
+human() { awk -v s="$1" 'BEGIN {if (s >= 1048576) printf "%d MiB", s / 1048576; else if (s >= 1024) printf "%d KiB", s / 1024; else printf "%d B", s}'; }
 perf() { awk -v s="$(human "$2")" -v f="$3" '$1 " " $2 == s {print $(f + 1)}' "$1" 2>/dev/null; }
 hop() { awk -v s="$2" '$1 == s && NF >= 12 {print $6}' "$1" 2>/dev/null; }
 two() { printf '%s, %s' "${1:--}" "${2:--}"; }

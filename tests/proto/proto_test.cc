@@ -166,6 +166,13 @@ int flush_read(srd_rail *rail, uint64_t raddr, uint64_t key, srd_op *op) {
 
 bool peer_refused(srd_rail *, fi_addr_t, uint64_t, uint64_t) { return g.listener_gone; }
 
+// A get's stripe read from a peer, posted by the caller.
+int rma_read(srd_rail *rail, int, void *, size_t, void *, fi_addr_t, uint64_t raddr, uint64_t key, srd_op *op) {
+  if (g.provider_full) return g.refusals++, -FI_EAGAIN;
+  g.reads.push_back({rail, op, raddr, key});
+  return 0;
+}
+
 int loopback_read(srd_rail *rail, void *dst, size_t len, void *, uint64_t raddr, uint64_t key, srd_op *op) {
   if (g.loop_refused) return g.loop_refused;
   g.loops.push_back({rail, op, false, dst, len, raddr, key});
@@ -179,7 +186,7 @@ int loopback_write(srd_rail *rail, const void *src, size_t len, void *, uint64_t
 
 const srd_rail_ops kFake = {av_insert,    av_remove, get_send_buf,  put_send_buf,  send,      write,      queue_write,
                             mr_desc,      mr_key,    reg,           mr_close,      poll,      link_down, flush_read,
-                            peer_refused, nullptr,   loopback_read, loopback_write};
+                            peer_refused, rma_read,  loopback_read, loopback_write};
 
 // Addresses: a comm's peer address is the index of the peer's device, plus
 // twice any k (another AV entry of that device: another peer to the
@@ -1250,6 +1257,42 @@ TEST_F(TwoRailsRma, LaneKeepsAQueuedStripeUntilItsCommFailed) {
   while (!g.sends.empty()) complete_send(0);
   ASSERT_TRUE(srd_rma_op_test(op));
   EXPECT_NE(SRD_OK, op->result);
+  srd_rma_op_release(op);
+}
+
+// A get striped over a lane's rail: its stripe there is queued for the lane's
+// thread, which alone posts and reaps that rail, as a put's are; posted from
+// the caller it contended with the lane's progress for the provider.
+TEST_F(TwoRailsRma, GetStripesOnALanesRailGoToItsThread) {
+  g.lanes = true;
+  b.threaded = true;
+  b.nnics = 1; // rail 1 is a lane's
+  srd_rma_op *op = nullptr;
+  {
+    Locked held(b);
+    ASSERT_EQ(SRD_OK, srd_rma_get(coll, 1, swin, 0, dwin, 0, src.size(), &op));
+  }
+  ASSERT_TRUE(op);
+  size_t on_lane = 0;
+  for (const Read &rd : g.reads) on_lane += rd.rail == &b.rails[1];
+  EXPECT_EQ(0u, on_lane) << "the caller read on a lane's rail";
+  ASSERT_FALSE(g.queued.empty()) << "no stripe was queued for the lane";
+  EXPECT_FALSE(g.reads.empty()) << "the stripes on the caller's rail were not read";
+  size_t queued_bytes = 0;
+  for (const struct srd_rail_write *w : g.queued) {
+    const char *at = static_cast<const char *>(w->dst);
+    EXPECT_TRUE(at >= src.data() && at + w->len <= src.data() + src.size()) << "a queued read lands outside the window";
+    queued_bytes += w->len;
+  }
+  EXPECT_LT(queued_bytes, src.size()) << "every stripe went to the lane";
+  Locked held(b);
+  for (struct srd_rail_write *w : g.queued) w->op.done(&w->op, 0, nullptr);
+  g.queued.clear();
+  while (!g.reads.empty()) complete_read(0);
+  b.threaded = false;
+  b.nnics = b.nrails;
+  ASSERT_TRUE(srd_rma_op_test(op));
+  EXPECT_EQ(SRD_OK, op->result);
   srd_rma_op_release(op);
 }
 
