@@ -53,7 +53,7 @@ perf() { awk -v s="$(human "$2")" -v f="$3" '$1 " " $2 == s {print $(f + 1)}' "$
 hop() { awk -v s="$2" '$1 == s && NF >= 12 {print $6}' "$1" 2>/dev/null; }
 two() { printf '%s, %s' "${1:--}" "${2:--}"; }
 {
-  echo "# One hop at small sizes, $(date -u '+%F %H:%M UTC')"
+  echo "# One hop, 8 B to 2 MiB, $(date -u '+%F %H:%M UTC')"
   echo
   echo "    $(git log -1 --format='commit %h' 2>/dev/null), $(nproc) cpus, libfabric $LIBFABRIC, FI_PROVIDER=tcp (loopback), two runs each"
   echo
