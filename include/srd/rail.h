@@ -285,9 +285,9 @@ int srd_rail_loopback_write(struct srd_rail *rail, const void *src, size_t len, 
  * was posted. */
 int srd_rail_read(struct srd_rail *rail, int ep, void *dst, size_t len, void *desc, fi_addr_t src, uint64_t raddr,
                   uint64_t key, struct srd_op *op);
-/* Queue w (its fields filled in) for srd_rail_post_queued. Never fails. */
+/* Queue w (its fields filled in; dst set: a read) for srd_rail_post_queued. Never fails. */
 void srd_rail_queue_write(struct srd_rail *rail, struct srd_rail_write *w);
-/* Post queued writes in order until the provider pushes back. Returns how
+/* Post queued writes and reads in order until the provider pushes back. Returns how
  * many were posted; *failed lists those the provider refused (w->err), for
  * the caller to complete under the owner's lock; *more: some still wait. */
 int srd_rail_post_queued(struct srd_rail *rail, struct srd_rail_write **failed, bool *more);
