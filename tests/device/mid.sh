@@ -18,7 +18,7 @@
 # A/B in the same call: BASE_NET_2_6 / BASE_NET_1_17, the plugin built
 # against that libfabric; skipped where unset), srd+VAR=VALUE (one setting).
 # Knobs: LIBFABRICS="2.6 1.17" VARIANTS="socket srd" TESTS="sr2 ar2 ar4 ar8"
-#        ROUNDS=2 ITERS=50 LARGE=1 RUN_TIMEOUT=90
+#        ROUNDS=2 ITERS=50 LARGE=1 LARGE_VARIANTS="socket srd" RUN_TIMEOUT=90
 #        BUDGET_S=420 (no run starts after this many seconds; empty: no limit)
 # Writes $OUT/summary.md and $OUT/logs.tgz.
 set -u
@@ -36,6 +36,7 @@ TESTS=${TESTS:-"sr2 ar2 ar4 ar8"}
 ROUNDS=${ROUNDS:-2}
 ITERS=${ITERS:-50}
 LARGE=${LARGE:-1}
+LARGE_VARIANTS=${LARGE_VARIANTS:-"socket srd"}
 RUN_TIMEOUT=${RUN_TIMEOUT:-90}
 BUDGET_S=${BUDGET_S-420}
 export NCCL_TESTS_BINS=${NCCL_TESTS_BINS:-"all_reduce sendrecv"}
@@ -89,7 +90,7 @@ for lf in $LIBFABRICS; do
     done
   done
   if [ "$LARGE" = 1 ] && [ "$lf" = "${LIBFABRICS%% *}" ]; then
-    for v in socket srd; do
+    for v in $LARGE_VARIANTS; do
       run "$out/$lf-large-$v.log" "$v" all_reduce 2 -b 128M -e 1G -f 2 -g 1 -n 5 -w 1 -c 1
     done
   fi
@@ -132,15 +133,16 @@ name() { case $1 in sr2) echo "sendrecv 2" ;; ar*) echo "all_reduce ${1#ar}" ;; 
         echo "$line $w |"
       done
     done
-    if [ -e "$out/$lf-large-srd.log" ]; then
+    for v in $LARGE_VARIANTS; do
+      [ "$v" != socket ] && [ -e "$out/$lf-large-$v.log" ] || continue
       echo
-      echo "all_reduce 2 ranks, busbw GB/s, ours (x Socket):"
+      echo "all_reduce 2 ranks, busbw GB/s, $v (x Socket):"
       echo
       for size in 134217728 268435456 536870912 1073741824; do
-        b=$(at "$out/$lf-large-srd.log" $size 3) s=$(at "$out/$lf-large-socket.log" $size 3)
-        echo "- $((size >> 20)) MiB: $b vs $s (x$(ratio "$b" "$s")), #wrong $(wrong "$out/$lf-large-srd.log")"
+        b=$(at "$out/$lf-large-$v.log" $size 3) s=$(at "$out/$lf-large-socket.log" $size 3)
+        echo "- $((size >> 20)) MiB: $b vs $s (x$(ratio "$b" "$s")), #wrong $(wrong "$out/$lf-large-$v.log")"
       done
-    fi
+    done
   done
   [ -z "$skipped" ] || printf '\nSkipped (budget):%s\n' "$skipped"
 } >"$out/summary.md"
