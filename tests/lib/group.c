@@ -7,11 +7,13 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -28,6 +30,41 @@ static int my_rank = -1, group_size;
 
 const char *st_label(void) { return label; }
 
+/* SRD_TEST_STACKS=1 (CI sets it): a test process that fails, or whose
+ * alarm fires, first prints every thread's stack through gdb, so that a
+ * rare hang's cause is in the log of the run that hit it. */
+static bool stacks_wanted(void) {
+  const char *v = getenv("SRD_TEST_STACKS");
+  return v && !strcmp(v, "1");
+}
+
+static void print_stacks(void) {
+  char pid[24];
+  snprintf(pid, sizeof pid, "%d", (int)getpid());
+  prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0); /* Yama: let our child attach */
+  pid_t p = fork();
+  if (p == 0) {
+    dup2(2, 1);
+    execlp("gdb", "gdb", "-nx", "-batch", "-p", pid, "-ex", "thread apply all bt 30", (char *)NULL);
+    static const char no_gdb[] = "SRD_TEST_STACKS: cannot run gdb\n";
+    ssize_t n = write(2, no_gdb, sizeof no_gdb - 1);
+    (void)n;
+    _exit(127);
+  }
+  if (p > 0)
+    while (waitpid(p, NULL, 0) < 0 && errno == EINTR) {
+    }
+}
+
+static void on_alarm(int sig) {
+  static const char msg[] = "its alarm fired (a hang): the stacks follow\n";
+  ssize_t n = write(2, msg, sizeof msg - 1);
+  (void)n;
+  print_stacks();
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
 void st_fail(const char *file, int line, const char *fmt, ...) {
   char msg[1024];
   va_list ap;
@@ -36,6 +73,7 @@ void st_fail(const char *file, int line, const char *fmt, ...) {
   va_end(ap);
   fprintf(stderr, "[%s] FAIL %s:%d: %s\n", label, file, line, msg);
   fflush(stderr);
+  if (stacks_wanted()) print_stacks();
   /* No atexit work: the failure is the report; a leak check would only add noise. */
   _exit(1);
 }
@@ -190,6 +228,7 @@ int st_group_run(const char *lbl, int nranks, st_rank_fn fn, void *arg, const st
           if (b == r) oob[a] = pair[a][b][1];
           else close(pair[a][b][1]);
         }
+      if (stacks_wanted()) signal(SIGALRM, on_alarm);
       alarm((unsigned)timeout_s);
       enter_netns(r);
       int rc = fn(r, nranks, arg);
