@@ -308,6 +308,7 @@ struct srd_lane {
   pthread_t thread;
   bool running;         /* created and not yet joined */
   atomic_bool paused;   /* its rail is down: neither reap nor post (see struct srd_rail_health) */
+  atomic_bool drain;    /* its rail just went down: reap it once more first (srd_dev_may_drain) */
 };
 
 /* What the protocol asks of a rail: the seam under proto. srd_dev_init sets
@@ -365,6 +366,7 @@ struct srd_rail_health {
   int probes_out;         /* probe sends (any round) the provider has not completed */
   int probes_failed;      /* probes of this round the provider failed */
   uint64_t probe_ms;
+  bool drain;             /* just went down: the caller reaps it once more (srd_dev_may_drain) */
 };
 
 struct srd_dev {
@@ -386,6 +388,7 @@ struct srd_dev {
   struct srd_rail *rails;
   struct srd_rail_health health[SRD_MAX_RAILS];
   bool failover;          /* NCCL_SRD_FAILOVER, and more than one NIC */
+  bool no_link_state;     /* the rails are no kernel interfaces (efa, shm): only CQ errors take them down */
   uint64_t holddown_ms;   /* NCCL_SRD_RAIL_HOLDDOWN_MS */
   struct srd_lane *lanes; /* [nrails] when threaded */
   pid_t lanes_pid;        /* the process that started them */
@@ -546,6 +549,13 @@ void srd_dev_check_rails(struct srd_dev *dev, uint64_t now);
  * the rail yet): after this long a round failed, and another hold-down follows. */
 #define SRD_PROBE_ROUND_MS 2000
 void srd_dev_rail_down(struct srd_dev *dev, int l, const char *why);
+/* A rail that went down is reaped once more, by its lane's thread or the
+ * caller, before it stops being polled: its provider may hold completions
+ * of writes it already acknowledged to the peer, which then counts them as
+ * landed and never writes them again. Not while its link is up: there the
+ * reap could also land the rest of a write cut off in its middle (DESIGN.md,
+ * "Rail failover"). */
+bool srd_dev_may_drain(const struct srd_dev *dev, int l);
 /* Is rail l polled (up, or down with its link back and being probed)? */
 static inline bool srd_rail_polled(const struct srd_dev *dev, int l) {
   return !dev->health[l].down || dev->health[l].polled;

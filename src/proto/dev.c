@@ -195,7 +195,8 @@ int srd_dev_open(struct srd_dev *dev) {
   if (!rc) srd_transport_name(dev->rails[0].info, dev->transport, sizeof(dev->transport));
   /* efa's domains (rdmap16s27-rdm) are no kernel interfaces: no link state
    * to poll there, so only CQ errors take its rails down. */
-  if (!rc && srd_nic_link_down(dev->rails[0].name) < 0)
+  dev->no_link_state = !rc && srd_nic_link_down(dev->rails[0].name) < 0;
+  if (dev->no_link_state)
     SRD_INFO(NCCL_INIT | NCCL_NET, "device %d: %s is not a kernel network interface: its rails fail on completion "
              "errors only (no link-state polling)", dev->index, dev->rails[0].name);
   if (!rc && fit_ctrl_to_rails(dev)) {
@@ -280,11 +281,34 @@ void srd_dev_progress_without_cqs(struct srd_dev *dev) {
  * LANE_POLL_EVERY steps, and what it finds there starts the threads. */
 #define LANE_POLL_EVERY 32
 
+/* The last reap of a rail that went down (srd_dev_may_drain); in the
+ * reorder test mode it also lets go of what the rail held back. */
+#define DRAIN_POLLS 64
+
+static void drain_rail(struct srd_dev *dev, int l) {
+  dev->health[l].drain = false;
+  if (!srd_dev_may_drain(dev, l)) return;
+  struct srd_rail *rail = &dev->rails[l];
+  int total = 0;
+  for (int i = 0; i < DRAIN_POLLS; i++) {
+    int n = dev->rail_ops->poll(rail, POLL_BUDGET);
+    if (n < 0) break;
+    total += n;
+    if (n == 0 && !(rail->reorder && rail->nheld)) break;
+  }
+  if (total)
+    SRD_INFO(NCCL_NET, "device %d: rail %d (%s) went down with %d completion(s) not read yet: delivered", dev->index,
+             l, rail->name, total);
+}
+
 void srd_dev_progress(struct srd_dev *dev) {
   bool lanes_too = !dev->threaded && dev->nrails > dev->nnics && dev->lane_polls++ % LANE_POLL_EVERY == 0;
   int end = lanes_too ? dev->nrails : dev->nnics;
   for (int i = 0; i < end; i++) {
-    if (!srd_rail_polled(dev, i)) continue;
+    if (!srd_rail_polled(dev, i)) {
+      if (dev->health[i].drain) drain_rail(dev, i);
+      continue;
+    }
     SRD_STAT(SRD_STAT_CQ_BY_CALLER);
     int rc = dev->rail_ops->poll(&dev->rails[i], POLL_BUDGET);
     if (rc < 0) dev->rails[i].failed = 1;

@@ -79,7 +79,15 @@ static size_t encode_rail(void *buf, size_t cap, const void *arg) {
 /* Lanes stop reaping and posting on a down rail, callers stop polling it
  * (see struct srd_rail_health), until it is probed. */
 static void set_polled(struct srd_dev *dev, int l, bool polled) {
+  if (!polled) {
+    dev->health[l].drain = true;
+    if (dev->lanes) atomic_store(&dev->lanes[l].drain, true);
+  }
   if (dev->lanes) atomic_store(&dev->lanes[l].paused, !polled);
+}
+
+bool srd_dev_may_drain(const struct srd_dev *dev, int l) {
+  return dev->no_link_state || dev->rail_ops->link_down(&dev->rails[l]);
 }
 
 static void tell_peer(struct srd_comm *c, int l, bool up, bool stale) {

@@ -168,6 +168,28 @@ static void drop_all_queued(struct srd_dev *dev, struct srd_rail *rail) {
   lane_unlock(dev);
 }
 
+/* The paused lane's last reap (srd_dev_may_drain; only this thread reaps
+ * its rail), held-back completions of the reorder test mode included. */
+#define LANE_DRAIN_BATCHES 64
+
+static void drain_lane(struct srd_dev *dev, struct srd_lane *lane) {
+  struct srd_rail *rail = lane->rail;
+  if (!srd_dev_may_drain(dev, (int)(rail - dev->rails))) return;
+  struct srd_rail_batch b;
+  int total = 0;
+  for (int i = 0; i < LANE_DRAIN_BATCHES; i++) {
+    int n = srd_rail_reap(rail, &b);
+    if (n < 0 || (n == 0 && !(rail->reorder && rail->nheld))) break;
+    total += n;
+    lane_lock(dev);
+    srd_rail_dispatch(rail, &b);
+    lane_unlock(dev);
+  }
+  if (total)
+    SRD_INFO(NCCL_NET, "device %d: rail %s went down with %d completion(s) not read yet: delivered", dev->index,
+             rail->name, total);
+}
+
 static void *lane_main(void *arg) {
   struct srd_lane *lane = arg;
   struct srd_dev *dev = lane->dev;
@@ -177,6 +199,7 @@ static void *lane_main(void *arg) {
   uint64_t refused_since_us = 0;
   while (!atomic_load_explicit(&dev->stop, memory_order_acquire)) {
     if (atomic_load(&lane->paused)) {
+      if (atomic_exchange(&lane->drain, false)) drain_lane(dev, lane);
       drop_all_queued(dev, rail);
       sleep_us(LANE_FAILED_SLEEP_US);
       continue;
@@ -254,6 +277,7 @@ void srd_dev_start_lanes(struct srd_dev *dev, bool locked) {
     lane->dev = dev;
     lane->rail = &dev->rails[i];
     atomic_init(&lane->paused, !srd_rail_polled(dev, i));
+    atomic_init(&lane->drain, false);
     int rc = pthread_create(&lane->thread, NULL, lane_main, lane);
     if (rc) {
       SRD_WARN("device %d: cannot start the progress thread of rail %d: %s; progress threads off", dev->index, i,

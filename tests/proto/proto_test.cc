@@ -98,6 +98,10 @@ struct Fake {
   srd_dev *devs[2] = {nullptr, nullptr};
   bool lanes = false;                  // a test that gives rails to lane threads
   std::vector<struct srd_rail_write *> queued; // writes handed to a lane's thread
+  // Writes the target's provider placed and acknowledged to their sender,
+  // their completions not read yet: a poll of that rail reads them.
+  std::vector<std::pair<srd_rail *, Write>> unread;
+  std::set<const srd_rail *> links_down; // link_down says so for these
 } g;
 
 int av_insert(srd_rail *, const void *, fi_addr_t *addr) {
@@ -155,8 +159,8 @@ void mr_close(fid_mr *mr) {
   g.writable_open -= (m->access & FI_REMOTE_WRITE) != 0;
   delete m;
 }
-int poll(srd_rail *, int) { return 0; }
-int link_down(const srd_rail *) { return 0; }
+int poll(srd_rail *rail, int max);
+int link_down(const srd_rail *rail) { return g.links_down.count(rail) ? 1 : 0; }
 
 int flush_read(srd_rail *rail, uint64_t raddr, uint64_t key, srd_op *op) {
   if (g.read_refused) return g.read_refused;
@@ -196,6 +200,21 @@ srd_dev *dest_dev(fi_addr_t a) { return g.devs[a % 2]; }
 constexpr fi_addr_t kFromA = 0, kFromB = 1;
 fi_addr_t src_of(const srd_dev *to) { return to == g.devs[0] ? kFromB : kFromA; }
 fi_addr_t source_for(fi_addr_t dest) { return dest ^ 1; }
+
+int poll(srd_rail *rail, int max) {
+  int n = 0;
+  for (size_t i = 0; i < g.unread.size() && n < max;) {
+    if (g.unread[i].first != rail) {
+      i++;
+      continue;
+    }
+    Write w = g.unread[i].second;
+    g.unread.erase(g.unread.begin() + static_cast<long>(i));
+    srd_dispatch_handlers.on_remote_write(dest_dev(w.dest), rail, w.imm, w.len, source_for(w.dest));
+    n++;
+  }
+  return n;
+}
 
 // A device of nrails NICs (one lane, one endpoint each).
 void make_dev(srd_dev *d, int index, int nrails = 1) {
@@ -356,6 +375,14 @@ class Proto : public ::testing::Test {
     memcpy(reinterpret_cast<void *>(w.raddr), w.src, w.len);
     srd_dev *d = dest_dev(w.dest);
     srd_dispatch_handlers.on_remote_write(d, arrival_rail(d, w.rail), w.imm, w.len, source_for(w.dest));
+  }
+  // The i-th write lands and its sender is told, but its completion waits in
+  // the target rail's CQ until that rail is polled.
+  void place_write_unread(size_t i) {
+    const Write &w = g.writes.at(i);
+    memcpy(reinterpret_cast<void *>(w.raddr), w.src, w.len);
+    srd_dev *d = dest_dev(w.dest);
+    g.unread.push_back({arrival_rail(d, w.rail), w});
   }
   void complete_write(size_t i, int err = 0) {
     Write w = g.writes.at(i);
@@ -815,6 +842,28 @@ TEST_F(Proto, ProbeIsAnsweredWhereItCameFromAndCountsOnceInItsRound) {
 class TwoRails : public Proto {
  protected:
   int rails() const override { return 2; }
+  // A message striped over two rails; the receiver's rail 1 goes down while
+  // the completions of writes that landed on it wait unread in its CQ, and
+  // the sender was told of every write (delivery-complete): it counts them
+  // landed and never writes them again. Returns the receive.
+  srd_req *landed_unread_then_down(std::vector<char> &out, Reg &ro, std::vector<char> &in, Reg &ri, srd_req **sr) {
+    a.failover = b.failover = true;
+    a.sched.npaths = 2;
+    a.sched.threshold = 4096; // striped over both rails
+    Reg *regs[] = {&ri};
+    srd_req *rr = irecv(1, &in, regs, nullptr);
+    deliver_and_complete_sends();
+    *sr = isend(out, ro, out.size(), 0);
+    EXPECT_EQ(4u, g.writes.size());
+    for (size_t i = 0; i < g.writes.size(); i++)
+      if (g.writes[i].rail == &a.rails[1]) place_write_unread(i);
+      else deliver_write(i);
+    EXPECT_FALSE(g.unread.empty()) << "the case needs a stripe on rail 1";
+    while (!g.writes.empty()) complete_write(0);
+    EXPECT_TRUE((*sr)->done);
+    EXPECT_FALSE(rr->done);
+    return rr;
+  }
 };
 
 // NCCL registers a buffer once for both directions (regIsGlobal): the send
@@ -922,6 +971,38 @@ TEST_F(TwoRails, StripeThatLandedUnacknowledgedIsNotWrittenAgainIntoACompletedRe
   EXPECT_EQ(0, sr->result);
   EXPECT_EQ(0, s->result);
   EXPECT_EQ(0, r->result);
+  srd_req_release(sr);
+}
+
+// Then the rail is reaped once more: the receive completes.
+TEST_F(TwoRails, WritesLandedOnARailThatWentDownAreReadOnce) {
+  std::vector<char> out = pattern(16384, 43), in(16384);
+  Reg ro(out), ri(in);
+  srd_req *sr = nullptr, *rr = landed_unread_then_down(out, ro, in, ri, &sr);
+  g.links_down.insert(&b.rails[1]);
+  srd_dev_rail_down(&b, 1, "link down (test)");
+  srd_dev_progress(&b);
+  EXPECT_TRUE(g.unread.empty()) << "completions left unread on the rail that went down";
+  ASSERT_TRUE(rr->done) << "writes the sender counts landed were never counted here: the receive waits forever";
+  EXPECT_EQ(0, rr->result);
+  EXPECT_EQ(0, memcmp(out.data(), in.data(), in.size()));
+  srd_dev_progress(&b);
+  srd_req_release(rr);
+  srd_req_release(sr);
+}
+
+// Not while the rail's link is up (down on the peer's word): a reap there
+// could land the rest of a write cut off in its middle, into a buffer that
+// may be reused.
+TEST_F(TwoRails, RailThatWentDownWithItsLinkUpIsNotReadAgain) {
+  std::vector<char> out = pattern(16384, 44), in(16384);
+  Reg ro(out), ri(in);
+  srd_req *sr = nullptr, *rr = landed_unread_then_down(out, ro, in, ri, &sr);
+  srd_dev_rail_down(&b, 1, "the peer's writes into it were cut off (test)");
+  srd_dev_progress(&b);
+  EXPECT_FALSE(g.unread.empty()) << "a rail that went down with its link up was polled";
+  EXPECT_FALSE(rr->done);
+  g.unread.clear();
   srd_req_release(sr);
 }
 
