@@ -308,7 +308,7 @@ struct srd_lane {
   pthread_t thread;
   bool running;         /* created and not yet joined */
   atomic_bool paused;   /* its rail is down: neither reap nor post (see struct srd_rail_health) */
-  atomic_bool drain;    /* its rail just went down: reap it once more first (srd_dev_may_drain) */
+  atomic_bool drain;    /* its rail just went down: reap it once more first (srd_dev_drain_rail) */
 };
 
 /* What the protocol asks of a rail: the seam under proto. srd_dev_init sets
@@ -366,7 +366,7 @@ struct srd_rail_health {
   int probes_out;         /* probe sends (any round) the provider has not completed */
   int probes_failed;      /* probes of this round the provider failed */
   uint64_t probe_ms;
-  bool drain;             /* just went down: the caller reaps it once more (srd_dev_may_drain) */
+  bool drain;             /* just went down: the caller reaps it once more (srd_dev_drain_rail) */
 };
 
 struct srd_dev {
@@ -549,13 +549,13 @@ void srd_dev_check_rails(struct srd_dev *dev, uint64_t now);
  * the rail yet): after this long a round failed, and another hold-down follows. */
 #define SRD_PROBE_ROUND_MS 2000
 void srd_dev_rail_down(struct srd_dev *dev, int l, const char *why);
-/* A rail that went down is reaped once more, by its lane's thread or the
- * caller, before it stops being polled: its provider may hold completions
- * of writes it already acknowledged to the peer, which then counts them as
- * landed and never writes them again. Not while its link is up: there the
- * reap could also land the rest of a write cut off in its middle (DESIGN.md,
- * "Rail failover"). */
-bool srd_dev_may_drain(const struct srd_dev *dev, int l);
+/* A rail that went down is reaped once more (lock held), by its lane's
+ * thread or the caller, before it stops being polled: its provider may hold
+ * completions of writes it already acknowledged to the peer, which then
+ * counts them as landed and never writes them again. Not while its link is
+ * up: there the reap could also land the rest of a write cut off in its
+ * middle (DESIGN.md, "Rail failover"). */
+void srd_dev_drain_rail(struct srd_dev *dev, int l);
 /* Is rail l polled (up, or down with its link back and being probed)? */
 static inline bool srd_rail_polled(const struct srd_dev *dev, int l) {
   return !dev->health[l].down || dev->health[l].polled;

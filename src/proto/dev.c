@@ -281,13 +281,13 @@ void srd_dev_progress_without_cqs(struct srd_dev *dev) {
  * LANE_POLL_EVERY steps, and what it finds there starts the threads. */
 #define LANE_POLL_EVERY 32
 
-/* The last reap of a rail that went down (srd_dev_may_drain); in the
- * reorder test mode it also lets go of what the rail held back. */
+/* In the reorder test mode the last reap also lets go of what the rail
+ * held back. */
 #define DRAIN_POLLS 64
 
-static void drain_rail(struct srd_dev *dev, int l) {
+void srd_dev_drain_rail(struct srd_dev *dev, int l) {
   dev->health[l].drain = false;
-  if (!srd_dev_may_drain(dev, l)) return;
+  if (!dev->no_link_state && !dev->rail_ops->link_down(&dev->rails[l])) return;
   struct srd_rail *rail = &dev->rails[l];
   int total = 0;
   for (int i = 0; i < DRAIN_POLLS; i++) {
@@ -306,7 +306,7 @@ void srd_dev_progress(struct srd_dev *dev) {
   int end = lanes_too ? dev->nrails : dev->nnics;
   for (int i = 0; i < end; i++) {
     if (!srd_rail_polled(dev, i)) {
-      if (dev->health[i].drain) drain_rail(dev, i);
+      if (dev->health[i].drain) srd_dev_drain_rail(dev, i);
       continue;
     }
     SRD_STAT(SRD_STAT_CQ_BY_CALLER);

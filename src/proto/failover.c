@@ -86,10 +86,6 @@ static void set_polled(struct srd_dev *dev, int l, bool polled) {
   if (dev->lanes) atomic_store(&dev->lanes[l].paused, !polled);
 }
 
-bool srd_dev_may_drain(const struct srd_dev *dev, int l) {
-  return dev->no_link_state || dev->rail_ops->link_down(&dev->rails[l]);
-}
-
 static void tell_peer(struct srd_comm *c, int l, bool up, bool stale) {
   struct rail_notice n = {c, {(uint8_t)l, up, stale, stale ? c->fence_round : 0}};
   /* Best effort: a stale notice refused or lost is asked again while its

@@ -168,28 +168,6 @@ static void drop_all_queued(struct srd_dev *dev, struct srd_rail *rail) {
   lane_unlock(dev);
 }
 
-/* The paused lane's last reap (srd_dev_may_drain; only this thread reaps
- * its rail), held-back completions of the reorder test mode included. */
-#define LANE_DRAIN_BATCHES 64
-
-static void drain_lane(struct srd_dev *dev, struct srd_lane *lane) {
-  struct srd_rail *rail = lane->rail;
-  if (!srd_dev_may_drain(dev, (int)(rail - dev->rails))) return;
-  struct srd_rail_batch b;
-  int total = 0;
-  for (int i = 0; i < LANE_DRAIN_BATCHES; i++) {
-    int n = srd_rail_reap(rail, &b);
-    if (n < 0 || (n == 0 && !(rail->reorder && rail->nheld))) break;
-    total += n;
-    lane_lock(dev);
-    srd_rail_dispatch(rail, &b);
-    lane_unlock(dev);
-  }
-  if (total)
-    SRD_INFO(NCCL_NET, "device %d: rail %s went down with %d completion(s) not read yet: delivered", dev->index,
-             rail->name, total);
-}
-
 static void *lane_main(void *arg) {
   struct srd_lane *lane = arg;
   struct srd_dev *dev = lane->dev;
@@ -199,7 +177,11 @@ static void *lane_main(void *arg) {
   uint64_t refused_since_us = 0;
   while (!atomic_load_explicit(&dev->stop, memory_order_acquire)) {
     if (atomic_load(&lane->paused)) {
-      if (atomic_exchange(&lane->drain, false)) drain_lane(dev, lane);
+      if (atomic_exchange(&lane->drain, false)) {
+        lane_lock(dev); /* only this thread reaps its rail */
+        srd_dev_drain_rail(dev, (int)(rail - dev->rails));
+        lane_unlock(dev);
+      }
       drop_all_queued(dev, rail);
       sleep_us(LANE_FAILED_SLEEP_US);
       continue;
