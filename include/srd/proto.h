@@ -301,6 +301,8 @@ struct srd_early_msg {
   char data[];
 };
 
+#define SRD_LANE_RING 8 /* reaped batches a lane holds at most */
+
 /* The progress thread of one rail (lane). */
 struct srd_lane {
   struct srd_dev *dev;
@@ -309,6 +311,14 @@ struct srd_lane {
   bool running;         /* created and not yet joined */
   atomic_bool paused;   /* its rail is down: neither reap nor post (see struct srd_rail_health) */
   atomic_bool drain;    /* its rail just went down: reap it once more first (srd_dev_drain_rail) */
+  /* Batches the thread reaped, dispatched in order by the device lock's
+   * holder (srd_dev_deliver_lanes: the thread itself when the lock was
+   * free), so the thread never waits for the lock to hand over a
+   * completion. One reaper, one dispatcher at a time. */
+  atomic_uint reaped;    /* batches put in the ring (the thread) */
+  atomic_uint delivered; /* batches dispatched from it (dev->lock held) */
+  unsigned ring_cap;     /* slots in use: SRD_LANE_RING, 1 in the reorder test mode; a power of 2 */
+  struct srd_rail_batch ring[SRD_LANE_RING];
 };
 
 /* What the protocol asks of a rail: the seam under proto. srd_dev_init sets
@@ -380,7 +390,7 @@ struct srd_dev {
   bool threaded;        /* lane threads poll the CQs of lanes 1..; callers poll lane 0 */
   bool want_lanes;      /* a large message went by: start the threads at the next progress */
   bool lanes_failed;    /* a thread did not start: the caller keeps polling every lane */
-  bool lane_holds_lock; /* the lock's holder is a lane thread (src/proto/lanes.c) */
+  bool from_lane;       /* what is dispatched now was reaped by a lane thread (src/proto/lanes.c) */
   unsigned lane_polls;  /* caller's polls of lane rails before their threads run */
   struct srd_rail_handlers handlers; /* what the rails call with a completion: the comm layer's dispatch */
   const struct srd_rail_ops *rail_ops;
@@ -533,8 +543,11 @@ void srd_comm_fail(struct srd_comm *c, int result, const char *fmt, ...) __attri
 /* Insert the peer's paths; builds c->peer. SRD_OK or the comm's error. */
 int srd_comm_set_peer(struct srd_comm *c, const struct srd_msg_peer *p);
 
-/* Progress: poll every rail, post what waits, probe silent peers. Lock held. */
+/* Progress: dispatch what the lanes reaped, poll the caller's rails, post
+ * what waits, probe silent peers. Lock held. */
 void srd_dev_progress(struct srd_dev *dev);
+/* Dispatch the batches the lane threads reaped (lock held). */
+void srd_dev_deliver_lanes(struct srd_dev *dev);
 /* Everything but the CQs: post what waits, and the periodic checks. */
 void srd_dev_progress_without_cqs(struct srd_dev *dev);
 /* The periodic checks (src/proto/probe.c): comms that wait on a silent peer

@@ -33,7 +33,8 @@ enum srd_stat {
   SRD_STAT_LANE_WOKEN,     /* ... that ended by a kick before their timeout */
   SRD_STAT_LANE_YIELD,     /* lane sched_yield calls while idle */
   SRD_STAT_LANES_STARTED,  /* lane threads started */
-  SRD_STAT_LANE_LOCK,      /* dev->lock taken by a lane to dispatch */
+  SRD_STAT_LANE_RING_FULL, /* lane polls skipped: its ring waited for the lock's holder */
+  SRD_STAT_LANE_LOCK,      /* dev->lock taken by a lane (a refused write, a failed CQ, a drain) */
   SRD_STAT_LANE_LOCK_WAITED, /* ... and it was held by another thread first */
   SRD_STAT_LANE_LOCK_NS,   /* ns lanes waited for it */
   SRD_STAT_COUNT

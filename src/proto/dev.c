@@ -302,6 +302,7 @@ void srd_dev_drain_rail(struct srd_dev *dev, int l) {
 }
 
 void srd_dev_progress(struct srd_dev *dev) {
+  if (dev->threaded) srd_dev_deliver_lanes(dev);
   bool lanes_too = !dev->threaded && dev->nrails > dev->nnics && dev->lane_polls++ % LANE_POLL_EVERY == 0;
   int end = lanes_too ? dev->nrails : dev->nnics;
   for (int i = 0; i < end; i++) {

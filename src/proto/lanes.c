@@ -1,6 +1,8 @@
 /* Progress lanes: lane 0 stays with the caller; one thread per rail of the
- * other lanes reaps its CQ without the device lock and takes the lock only to
- * dispatch; idle lanes sleep until a call about a large message wakes them. */
+ * other lanes reaps its CQ without the device lock into a ring, which the
+ * lock's holder dispatches (srd_dev_deliver_lanes): the thread itself when
+ * the lock is free, never waiting for it; idle lanes sleep until a call
+ * about a large message wakes them. */
 #define _GNU_SOURCE /* pthread_timedjoin_np, pthread_setname_np */
 #include <pthread.h>
 #include <sched.h>
@@ -17,15 +19,55 @@
 #include "srd/stats.h"
 #include "srd/sys.h"
 
-/* The device lock taken by a lane thread: one that has to wait says so, and
- * the calls NCCL repeats anyway (test, isend) step aside for it: NCCL's
- * thread, calling test in a loop, would otherwise take the lock again before
- * the woken lane runs; and it spins a little before it sleeps (DESIGN.md,
- * "Locking"). While it is held, what completes completes on a lane (a
- * device field, not thread-local storage: a thread-local in a dlopened
- * library faults LeakSanitizer's tracer of GCC 12, which scans its dynamic
- * TLS range wrongly). */
-static void lane_lock(struct srd_dev *dev) {
+/* Lock held: the lane's reaped batches, oldest first. What they complete
+ * completes on a lane (a device field, not thread-local storage: a
+ * thread-local in a dlopened library faults LeakSanitizer's tracer of GCC
+ * 12, which scans its dynamic TLS range wrongly). */
+static void deliver_lane(struct srd_dev *dev, struct srd_lane *lane) {
+  struct srd_rail *rail = lane->rail;
+  unsigned d = atomic_load_explicit(&lane->delivered, memory_order_relaxed);
+  unsigned r = atomic_load_explicit(&lane->reaped, memory_order_acquire);
+  bool was = dev->from_lane;
+  dev->from_lane = true;
+  if (d == r && (rail->unposted || (rail->reorder && rail->nheld))) {
+    /* Receive buffers the provider refused are offered again; in the
+     * reorder test mode an empty batch releases held completions. */
+    struct srd_rail_batch none = {.n = 0, .has_err = false};
+    srd_rail_dispatch(rail, &none);
+  }
+  for (; d != r; d++) {
+    srd_rail_dispatch(rail, &lane->ring[d % lane->ring_cap]);
+    atomic_store_explicit(&lane->delivered, d + 1, memory_order_release);
+  }
+  dev->from_lane = was;
+}
+
+void srd_dev_deliver_lanes(struct srd_dev *dev) {
+  if (!dev->lanes) return;
+  for (int i = dev->nnics; i < dev->nrails; i++) deliver_lane(dev, &dev->lanes[i]);
+}
+
+/* One batch from the lane's CQ into its ring; a full ring waits for the
+ * lock's holder (bounded memory: the CQ keeps the rest). */
+static int lane_reap(struct srd_lane *lane, bool *full) {
+  unsigned r = atomic_load_explicit(&lane->reaped, memory_order_relaxed);
+  *full = r - atomic_load_explicit(&lane->delivered, memory_order_acquire) >= lane->ring_cap;
+  if (*full) {
+    SRD_STAT(SRD_STAT_LANE_RING_FULL);
+    return 0;
+  }
+  int n = srd_rail_reap(lane->rail, &lane->ring[r % lane->ring_cap]);
+  if (n > 0) atomic_store_explicit(&lane->reaped, r + 1, memory_order_release);
+  return n;
+}
+
+/* The device lock taken by a lane thread, only on the rare paths (a write
+ * the provider refused, a failed CQ, a rail that went down). One that has to
+ * wait says so, and the calls NCCL repeats anyway (test, isend) step aside
+ * for it, and it spins a little before it sleeps (DESIGN.md, "Locking"). Its
+ * ring goes first: what it does next may depend on what was reaped before. */
+static void lane_lock(struct srd_lane *lane) {
+  struct srd_dev *dev = lane->dev;
   SRD_STAT(SRD_STAT_LANE_LOCK);
   if (pthread_mutex_trylock(&dev->lock)) {
     SRD_STAT(SRD_STAT_LANE_LOCK_WAITED);
@@ -35,11 +77,12 @@ static void lane_lock(struct srd_dev *dev) {
     atomic_fetch_sub_explicit(&dev->lanes_waiting, 1, memory_order_relaxed);
     SRD_STAT_SINCE(SRD_STAT_LANE_LOCK_NS, t0);
   }
-  dev->lane_holds_lock = true;
+  deliver_lane(dev, lane);
+  dev->from_lane = true;
 }
 
 static void lane_unlock(struct srd_dev *dev) {
-  dev->lane_holds_lock = false;
+  dev->from_lane = false;
   pthread_mutex_unlock(&dev->lock);
 }
 
@@ -64,7 +107,7 @@ void srd_dev_wait_step(struct srd_dev *dev) {
     sched_yield();
     return;
   }
-  /* The lanes need the lock to deliver the completions waited for. */
+  /* A lane may need the lock (a refused write, a rail that went down). */
   pthread_mutex_unlock(&dev->lock);
   srd_dev_kick(dev);
   sleep_us(20);
@@ -151,70 +194,67 @@ static void cancel_writes(struct srd_rail *rail, struct srd_rail_write *dropped)
   fail_writes(rail, dropped);
 }
 
-static void drop_abandoned(struct srd_dev *dev, struct srd_rail *rail) {
-  lane_lock(dev);
-  cancel_writes(rail, srd_rail_drop_queued(rail, srd_queued_write_abandoned));
-  lane_unlock(dev);
+static void drop_abandoned(struct srd_lane *lane) {
+  lane_lock(lane);
+  cancel_writes(lane->rail, srd_rail_drop_queued(lane->rail, srd_queued_write_abandoned));
+  lane_unlock(lane->dev);
 }
 
 /* A paused lane's rail is down: what waits in its queue goes on another rail
  * (failover re-sends it), not later on this one, whose keys may change. The
  * queue needs only its own lock; the lock is taken when there is something. */
-static void drop_all_queued(struct srd_dev *dev, struct srd_rail *rail) {
-  struct srd_rail_write *dropped = srd_rail_drop_queued(rail, any_write);
+static void drop_all_queued(struct srd_lane *lane) {
+  struct srd_rail_write *dropped = srd_rail_drop_queued(lane->rail, any_write);
   if (!dropped) return;
-  lane_lock(dev);
-  cancel_writes(rail, dropped);
-  lane_unlock(dev);
+  lane_lock(lane);
+  cancel_writes(lane->rail, dropped);
+  lane_unlock(lane->dev);
 }
 
 static void *lane_main(void *arg) {
   struct srd_lane *lane = arg;
   struct srd_dev *dev = lane->dev;
   struct srd_rail *rail = lane->rail;
-  struct srd_rail_batch b;
   struct lane_idle idle = {0, 0, srd_now_us(), LANE_SLEEP_MIN_US};
   uint64_t refused_since_us = 0;
   while (!atomic_load_explicit(&dev->stop, memory_order_acquire)) {
     if (atomic_load(&lane->paused)) {
       if (atomic_exchange(&lane->drain, false)) {
-        lane_lock(dev); /* only this thread reaps its rail */
+        lane_lock(lane); /* only this thread reaps its rail */
         srd_dev_drain_rail(dev, (int)(rail - dev->rails));
         lane_unlock(dev);
       }
-      drop_all_queued(dev, rail);
+      drop_all_queued(lane);
       sleep_us(LANE_FAILED_SLEEP_US);
       continue;
     }
     struct srd_rail_write *failed;
-    bool more;
+    bool more, full;
     int posted = srd_rail_post_queued(rail, &failed, &more);
     if (failed) {
-      lane_lock(dev);
+      lane_lock(lane);
       fail_writes(rail, failed);
       lane_unlock(dev);
     }
-    int n = srd_rail_reap(rail, &b);
+    int n = lane_reap(lane, &full);
     if (n < 0) {
-      lane_lock(dev);
+      lane_lock(lane);
       rail->failed = 1;
       lane_unlock(dev);
       sleep_us(LANE_FAILED_SLEEP_US);
       continue;
     }
-    /* In the reorder test mode an empty batch releases held completions;
-     * receive buffers the provider refused are offered again by dispatch
-     * (only this thread dispatches its rail once it runs). */
-    if (n > 0 || rail->reorder || rail->unposted) {
-      lane_lock(dev);
-      srd_rail_dispatch(rail, &b);
+    /* Dispatched here while nobody holds the lock (NCCL's thread keeps its
+     * time); otherwise the holder, or the next caller, does it. */
+    if (n > 0 && !pthread_mutex_trylock(&dev->lock)) {
+      srd_dev_deliver_lanes(dev);
       srd_dev_progress_without_cqs(dev);
-      lane_unlock(dev);
+      pthread_mutex_unlock(&dev->lock);
     }
     if (!more || posted > 0) refused_since_us = 0;
     else if (!refused_since_us) refused_since_us = srd_now_us();
     else if (srd_now_us() - refused_since_us > LANE_REFUSED_CHECK_US) {
-      drop_abandoned(dev, rail);
+      drop_abandoned(lane);
       refused_since_us = 0;
     }
     if (n > 0 || posted > 0) {
@@ -223,13 +263,49 @@ static void *lane_main(void *arg) {
       idle.sleep_us = LANE_SLEEP_MIN_US;
       continue;
     }
-    if (more) {
-      sched_yield(); /* the provider's queue is full: completions make room */
+    if (more || full) {
+      sched_yield(); /* a full queue or ring: completions, or the caller, make room */
       continue;
     }
     lane_idle(dev, &idle);
   }
   return NULL;
+}
+
+#define LANE_JOIN_TIMEOUT_S 5
+
+static bool join_lanes(struct srd_dev *dev) {
+  /* A forked child has the device's memory but none of its threads (and its
+   * rails are the parent's): leave both alone. */
+  if (getpid() != dev->lanes_pid) return false;
+  atomic_store_explicit(&dev->stop, true, memory_order_release);
+  pthread_mutex_lock(&dev->wake_lock);
+  pthread_cond_broadcast(&dev->wake);
+  pthread_mutex_unlock(&dev->wake_lock);
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += LANE_JOIN_TIMEOUT_S;
+  bool all = true;
+  for (int i = 0; i < dev->nrails; i++) {
+    struct srd_lane *lane = &dev->lanes[i];
+    if (!lane->running) continue;
+    int rc = pthread_timedjoin_np(lane->thread, NULL, &until);
+    if (rc) {
+      SRD_WARN("device %d: progress thread of rail %d did not end within %d s (%s)", dev->index, i,
+               LANE_JOIN_TIMEOUT_S, strerror(rc));
+      all = false;
+      continue;
+    }
+    lane->running = false;
+  }
+  return all;
+}
+
+static void free_lanes(struct srd_dev *dev) {
+  free(dev->lanes);
+  dev->lanes = NULL;
+  dev->threaded = false;
+  dev->sched.npaths = dev->inline_paths;
 }
 
 /* Lanes pay off only with cores to run on: each polls without pause while
@@ -260,15 +336,19 @@ void srd_dev_start_lanes(struct srd_dev *dev, bool locked) {
     lane->rail = &dev->rails[i];
     atomic_init(&lane->paused, !srd_rail_polled(dev, i));
     atomic_init(&lane->drain, false);
+    lane->ring_cap = lane->rail->reorder ? 1 : SRD_LANE_RING;
     int rc = pthread_create(&lane->thread, NULL, lane_main, lane);
     if (rc) {
       SRD_WARN("device %d: cannot start the progress thread of rail %d: %s; progress threads off", dev->index, i,
                strerror(rc));
       dev->lanes_failed = true;
-      /* The lanes already running may wait for the lock to dispatch. */
+      /* The lanes already running may wait for the lock; what they reaped
+       * is dispatched before their rings go. */
       if (locked) pthread_mutex_unlock(&dev->lock);
-      srd_dev_stop_lanes(dev);
+      bool joined = join_lanes(dev);
       if (locked) pthread_mutex_lock(&dev->lock);
+      if (joined && locked) srd_dev_deliver_lanes(dev);
+      if (joined) free_lanes(dev);
       return;
     }
     lane->running = true;
@@ -282,37 +362,9 @@ void srd_dev_start_lanes(struct srd_dev *dev, bool locked) {
   SRD_INFO(NCCL_INIT | NCCL_NET, "device %d: %d progress thread(s) started", dev->index, dev->nrails - dev->nnics);
 }
 
-#define LANE_JOIN_TIMEOUT_S 5
-
 bool srd_dev_stop_lanes(struct srd_dev *dev) {
   if (!dev->lanes) return true;
-  /* A forked child has the device's memory but none of its threads (and its
-   * rails are the parent's): leave both alone. */
-  if (getpid() != dev->lanes_pid) return false;
-  atomic_store_explicit(&dev->stop, true, memory_order_release);
-  pthread_mutex_lock(&dev->wake_lock);
-  pthread_cond_broadcast(&dev->wake);
-  pthread_mutex_unlock(&dev->wake_lock);
-  struct timespec until;
-  clock_gettime(CLOCK_REALTIME, &until);
-  until.tv_sec += LANE_JOIN_TIMEOUT_S;
-  bool all = true;
-  for (int i = 0; i < dev->nrails; i++) {
-    struct srd_lane *lane = &dev->lanes[i];
-    if (!lane->running) continue;
-    int rc = pthread_timedjoin_np(lane->thread, NULL, &until);
-    if (rc) {
-      SRD_WARN("device %d: progress thread of rail %d did not end within %d s (%s)", dev->index, i,
-               LANE_JOIN_TIMEOUT_S, strerror(rc));
-      all = false;
-      continue;
-    }
-    lane->running = false;
-  }
-  if (!all) return false;
-  free(dev->lanes);
-  dev->lanes = NULL;
-  dev->threaded = false;
-  dev->sched.npaths = dev->inline_paths;
+  if (!join_lanes(dev)) return false;
+  free_lanes(dev);
   return true;
 }

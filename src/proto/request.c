@@ -144,7 +144,7 @@ void srd_req_finish(struct srd_req *r, int result) {
   if (r->done) return;
   r->done = true;
   r->result = result;
-  if (r->comm->dev->lane_holds_lock) r->comm->traffic.by_lane++;
+  if (r->comm->dev->from_lane) r->comm->traffic.by_lane++;
   if (r->on_pending) srd_pending_remove(r);
   r->comm->reqs_in_flight--;
 }

@@ -14,7 +14,7 @@ static const char *const names[SRD_STAT_COUNT] = {
     "isend", "isend_again", "irecv", "test", "test_done", "test_busy", "ns_in_calls", "lock", "lock_waited",
     "cq_read", "cq_empty", "cq_by_caller", "fi_send", "fi_write", "fi_recv", "eager_sent", "cts_sent",
     "cts_wait_ns", "rts_sent", "kick_signal", "lane_sleep", "lane_woken", "lane_yield", "lanes_started",
-    "lane_lock", "lane_lock_waited", "lane_lock_ns",
+    "lane_ring_full", "lane_lock", "lane_lock_waited", "lane_lock_ns",
 };
 
 void srd_stat_add(enum srd_stat s, uint64_t v) { atomic_fetch_add_explicit(&counters[s], v, memory_order_relaxed); }

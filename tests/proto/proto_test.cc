@@ -991,6 +991,50 @@ TEST_F(TwoRails, WritesLandedOnARailThatWentDownAreReadOnce) {
   srd_req_release(sr);
 }
 
+// A lane's thread leaves the batches it reaped in its ring, and never waits
+// for the device lock to hand them over: the caller's progress dispatches
+// them, oldest first, and what they complete counts as completed on a lane.
+// Here the receiver's rail 1 is a lane's, and each write that landed there
+// waits in a batch of its own.
+TEST_F(TwoRails, WhatALaneReapedIsDispatchedByTheCallersProgress) {
+  std::vector<char> out = pattern(16384, 45), in(16384);
+  Reg ro(out), ri(in);
+  srd_req *sr = nullptr, *rr = landed_unread_then_down(out, ro, in, ri, &sr);
+  std::vector<srd_lane> lanes(2);
+  srd_lane *lane = &lanes[1];
+  lane->dev = &b;
+  lane->rail = &b.rails[1];
+  lane->ring_cap = SRD_LANE_RING;
+  b.rails[1].h = b.handlers;
+  unsigned reaped = 0;
+  for (const auto &u : g.unread) {
+    ASSERT_LT(reaped, static_cast<unsigned>(SRD_LANE_RING));
+    srd_rail_batch &batch = lane->ring[reaped++];
+    batch.n = 1;
+    batch.has_err = false;
+    batch.e[0] = {nullptr, FI_RMA | FI_REMOTE_CQ_DATA, u.second.len, nullptr, u.second.imm};
+    batch.src[0] = source_for(u.second.dest);
+  }
+  g.unread.clear();
+  atomic_store(&lane->reaped, reaped);
+  b.lanes = lanes.data();
+  b.threaded = true;
+  b.nnics = 1;
+  EXPECT_FALSE(rr->done);
+  srd_dev_progress(&b);
+  b.lanes = nullptr;
+  b.threaded = false;
+  b.nnics = b.nrails;
+  EXPECT_EQ(reaped, atomic_load(&lane->delivered)) << "batches a lane reaped were left in its ring";
+  ASSERT_TRUE(rr->done) << "the writes a lane reaped never reached the receive";
+  EXPECT_EQ(0, rr->result);
+  EXPECT_EQ(0, memcmp(out.data(), in.data(), in.size()));
+  EXPECT_EQ(1, r->traffic.by_lane) << "a receive completed by a lane's completions was not counted as such";
+  EXPECT_FALSE(b.from_lane);
+  srd_req_release(rr);
+  srd_req_release(sr);
+}
+
 // Not while the rail's link is up (down on the peer's word): a reap there
 // could land the rest of a write cut off in its middle, into a buffer that
 // may be reused.
