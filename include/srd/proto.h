@@ -511,7 +511,8 @@ void srd_dev_close(struct srd_dev *dev);
 /* Close, then release what srd_dev_init made. */
 void srd_dev_fini(struct srd_dev *dev);
 /* Stop and join the lane threads (bounded wait). Returns false when one did
- * not end: its rails must then stay open. Caller holds no lock. */
+ * not end (its rails must then stay open) or when a caller is inside the
+ * device (the rings it may be dispatching stay). Caller holds no lock. */
 bool srd_dev_stop_lanes(struct srd_dev *dev);
 /* Whether a lane drops a write queued for it that its provider keeps
  * refusing: only once the comm it serves failed (a slow peer's stay). */

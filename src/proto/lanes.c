@@ -365,6 +365,10 @@ void srd_dev_start_lanes(struct srd_dev *dev, bool locked) {
 bool srd_dev_stop_lanes(struct srd_dev *dev) {
   if (!dev->lanes) return true;
   if (!join_lanes(dev)) return false;
+  /* A caller still inside (the library unloads while NCCL's thread polls)
+   * may be dispatching the rings: they stay while it is there. */
+  if (pthread_mutex_trylock(&dev->lock)) return false;
   free_lanes(dev);
+  pthread_mutex_unlock(&dev->lock);
   return true;
 }
