@@ -245,8 +245,9 @@ static void *lane_main(void *arg) {
       continue;
     }
     /* Dispatched here while nobody holds the lock (NCCL's thread keeps its
-     * time); otherwise the holder, or the next caller, does it. */
-    if (n > 0 && !pthread_mutex_trylock(&dev->lock)) {
+     * time); otherwise the holder, or the next caller, does it. A full ring
+     * tries too, then backs off as an idle lane does: no spinning on it. */
+    if ((n > 0 || full) && !pthread_mutex_trylock(&dev->lock)) {
       srd_dev_deliver_lanes(dev);
       srd_dev_progress_without_cqs(dev);
       pthread_mutex_unlock(&dev->lock);
@@ -263,8 +264,8 @@ static void *lane_main(void *arg) {
       idle.sleep_us = LANE_SLEEP_MIN_US;
       continue;
     }
-    if (more || full) {
-      sched_yield(); /* a full queue or ring: completions, or the caller, make room */
+    if (more) {
+      sched_yield(); /* the provider's queue is full: completions make room */
       continue;
     }
     lane_idle(dev, &idle);
