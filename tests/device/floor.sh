@@ -6,7 +6,8 @@
 #     provider,
 #   - one hop inside NCCL (nccl-tests sendrecv_perf, 2 ranks, each sends to
 #     the other) over NCCL's Socket transport and over our plugin.
-# Sizes 8 B, 512 B, 8 KiB, 32 KiB, 128 KiB, 512 KiB, 2 MiB; about 2 minutes.
+# Sizes 8 B, 512 B, 8 KiB, 32 KiB, 64 KiB (NCCL's chunk of a 128-512 KiB
+# sendrecv on tcp), 128 KiB, 512 KiB, 2 MiB; about 2 minutes.
 #
 #   OUT=dir bash tests/device/floor.sh      # from the root of the carried checkout
 #
@@ -32,15 +33,15 @@ perf_bin=${net%/lib/*}/bin/srd-perf
 export NCCL_TESTS_DEVICE=0 NCCL_DEBUG=WARN FI_PROVIDER=tcp
 unset NCCL_DEBUG_SUBSYS NCCL_ALGO NCCL_PROTO NCCL_NET NCCL_NET_PLUGIN NCCL_TUNER_PLUGIN
 for v in $(env | grep -oE '^NCCL_SRD_[A-Z_]+'); do unset "$v"; done
-sizes="8 512 8192 32768 131072 524288 2097152"
+sizes="8 512 8192 32768 65536 131072 524288 2097152"
 for round in 1 2; do
   # shellcheck disable=SC2086
   bounded 60 taskset -c 2,3 "$out/tcp_pingpong" 20000 $sizes >"$out/tcp-$round.log" 2>&1
-  bounded 90 "$perf_bin" --pin -t lat -b 8 -e 2M -f 4 >"$out/srd-perf-$round.log" 2>&1
+  bounded 90 "$perf_bin" --pin -t lat -b 8 -e 2M -f 2 >"$out/srd-perf-$round.log" 2>&1
   for v in socket srd; do
     if [ $v = socket ]; then e="NCCL_NET=Socket"; else e="NCCL_NET=SRD NCCL_NET_PLUGIN=$net"; fi
     # shellcheck disable=SC2086
-    (export $e; bounded 60 bash -c "$(declare -f mpiranks); mpiranks 2 $tests_dir/sendrecv_perf -b 8 -e 2M -f 4 -g 1 -n 500 -w 50 -c 1") \
+    (export $e; bounded 60 bash -c "$(declare -f mpiranks); mpiranks 2 $tests_dir/sendrecv_perf -b 8 -e 2M -f 2 -g 1 -n 500 -w 50 -c 1") \
       >"$out/sendrecv-$v-$round.log" 2>&1
     echo "# exit $?" >>"$out/sendrecv-$v-$round.log"
   done
