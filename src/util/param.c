@@ -24,9 +24,9 @@ static const struct srd_param_desc table[SRD_PARAM_COUNT] = {
     [SRD_PARAM_EAGER_MAX] = {"NCCL_SRD_EAGER_MAX", 0, -1, -1, 64 * KIB,
                              "largest message sent eagerly, before the receiver's clear-to-send (-1: 32 KiB on "
                              "libfabric 2.x's native tcp, 8 KiB on other providers)"},
-    /* NCCL's p2p chunks over the network are 128 KiB: above it send/recv
-     * and alltoall would never start the lanes. */
-    [SRD_PARAM_STRIPE_THRESHOLD] = {"NCCL_SRD_STRIPE_THRESHOLD", 0, 128 * KIB, 0, 1024 * MIB,
+    /* NCCL moves 128-512 KiB send/recv as 64 KiB chunks over tcp: on the
+     * lanes their socket copies run beside NCCL's thread, not in it. */
+    [SRD_PARAM_STRIPE_THRESHOLD] = {"NCCL_SRD_STRIPE_THRESHOLD", 0, 64 * KIB, 0, 1024 * MIB,
                                     "smallest message split across rails (and carried by progress threads)"},
     [SRD_PARAM_MIN_STRIPE] = {"NCCL_SRD_MIN_STRIPE", 0, 64 * KIB, 128, 1024 * MIB,
                               "smallest stripe of a split message (rounded to 128 bytes)"},

@@ -7,16 +7,16 @@
  *     idle process's lanes back off: together they use under a tenth of a
  *     core over a quiet second.
  *   lanes-inline: with 2 threads per NIC running, messages below the stripe
- *     threshold (eager ones, and 64 KiB ones written after the clear-to-send)
+ *     threshold (eager ones, and 48 KiB ones written after the clear-to-send)
  *     are completed by the caller's thread on both sides: the close log
  *     counts no request completed on a lane thread. Messages of every size
  *     then start no threads anew (they run) and arrive intact, and the
  *     large ones (1 MiB, 4 MiB) go on the lanes only: of the sender's
- *     writes only the 64 KiB message's is on lane 0 (a stripe there would
+ *     writes only the 48 KiB message's is on lane 0 (a stripe there would
  *     have NCCL's thread copy bulk data).
  *   lanes-lazy: NCCL_SRD_PROGRESS_THREADS unset, 64 CPUs assumed
  *     (NCCL_SRD_TEST_CPUS): the device opens with lanes, but no thread runs
- *     while only small messages (up to 64 KiB) went by; after a 1 MiB
+ *     while only small messages (up to 48 KiB) went by; after a 1 MiB
  *     message each way both sides run their threads, and data arrives intact.
  *   lanes-mixed: one side without threads (1 rail per NIC), the other with 3
  *     threads (4 lanes): the two rail counts map onto each other and data
@@ -35,7 +35,7 @@
 #define QUIET_MS 1000
 #define LANE_PREFIX "srd-d0-r"
 
-static const size_t sizes[] = {0, 100, 8192, 64 << 10, 1 << 20, (4 << 20) + 136};
+static const size_t sizes[] = {0, 100, 8192, 48 << 10, 1 << 20, (4 << 20) + 136};
 #define NSIZES (sizeof sizes / sizeof sizes[0])
 
 struct lane_usage {
@@ -111,7 +111,7 @@ static int running(int rank, int nranks, void *arg) {
   return 0;
 }
 
-static const size_t small_sizes[] = {0, 8, 100, 8192, 64 << 10, 64 << 10, 64 << 10, 64 << 10, 8, 8, 8, 8, 8, 8, 8, 8};
+static const size_t small_sizes[] = {0, 8, 100, 8192, 48 << 10, 48 << 10, 48 << 10, 48 << 10, 8, 8, 8, 8, 8, 8, 8, 8};
 #define NSMALL (sizeof small_sizes / sizeof small_sizes[0])
 
 static int inline_small(int rank, int nranks, void *arg) {
@@ -142,7 +142,7 @@ static int inline_small(int rank, int nranks, void *arg) {
     st_note("sender, every size: %lld written in %lld write(s), %lld on lane 0", t.rendezvous, t.writes, t.on_lane0);
     ST_CHECK(t.rendezvous == 3 && t.writes > 3 && t.on_lane0 == 1,
              "%lld message(s) written in %lld write(s), %lld of them on lane 0 (expected 3 messages, only the "
-             "64 KiB one's write on lane 0)",
+             "48 KiB one's write on lane 0)",
              t.rendezvous, t.writes, t.on_lane0);
   }
   st_barrier(SETUP_MS);
@@ -156,7 +156,7 @@ static int lazy(int rank, int nranks, void *arg) {
   ST_CHECK(setenv("NCCL_SRD_TEST_CPUS", "64", 1) == 0, "setenv failed");
   st_setup(arg, st_version(VERSION));
   void *comm = st_pair_comm(rank, 0, 1, SETUP_MS);
-  static const size_t small[] = {8, 8192, 64 << 10};
+  static const size_t small[] = {8, 8192, 48 << 10};
   for (size_t i = 0; i < sizeof small / sizeof small[0]; i++) {
     if (rank == 1) st_send_one(comm, small[i], 700 + i, (int)i, XFER_MS);
     else st_recv_one(comm, small[i], 700 + i, (int)i, XFER_MS);
