@@ -10,10 +10,11 @@
  *     threshold (eager ones, and 48 KiB ones written after the clear-to-send)
  *     are completed by the caller's thread on both sides: the close log
  *     counts no request completed on a lane thread. Messages of every size
- *     then start no threads anew (they run) and arrive intact, and the
- *     large ones (1 MiB, 4 MiB) go on the lanes only: of the sender's
- *     writes only the 48 KiB message's is on lane 0 (a stripe there would
- *     have NCCL's thread copy bulk data).
+ *     then start no threads anew (they run) and arrive intact, and from
+ *     the default stripe threshold up (64 KiB, NCCL's chunk over tcp; 1 MiB,
+ *     4 MiB) they go on the lanes only: of the sender's writes only the
+ *     48 KiB message's is on lane 0 (a stripe there would have NCCL's
+ *     thread copy bulk data).
  *   lanes-lazy: NCCL_SRD_PROGRESS_THREADS unset, 64 CPUs assumed
  *     (NCCL_SRD_TEST_CPUS): the device opens with lanes, but no thread runs
  *     while only small messages (up to 48 KiB) went by; after a 1 MiB
@@ -35,7 +36,7 @@
 #define QUIET_MS 1000
 #define LANE_PREFIX "srd-d0-r"
 
-static const size_t sizes[] = {0, 100, 8192, 48 << 10, 1 << 20, (4 << 20) + 136};
+static const size_t sizes[] = {0, 100, 8192, 48 << 10, 64 << 10, 1 << 20, (4 << 20) + 136};
 #define NSIZES (sizeof sizes / sizeof sizes[0])
 
 struct lane_usage {
@@ -140,9 +141,9 @@ static int inline_small(int rank, int nranks, void *arg) {
   if (rank == 1) {
     t = st_traffic_last(1);
     st_note("sender, every size: %lld written in %lld write(s), %lld on lane 0", t.rendezvous, t.writes, t.on_lane0);
-    ST_CHECK(t.rendezvous == 3 && t.writes > 3 && t.on_lane0 == 1,
-             "%lld message(s) written in %lld write(s), %lld of them on lane 0 (expected 3 messages, only the "
-             "48 KiB one's write on lane 0)",
+    ST_CHECK(t.rendezvous == 4 && t.writes > 4 && t.on_lane0 == 1,
+             "%lld message(s) written in %lld write(s), %lld of them on lane 0 (expected 4 messages, only the "
+             "48 KiB one's write on lane 0: from NCCL's 64 KiB chunk up, the lanes)",
              t.rendezvous, t.writes, t.on_lane0);
   }
   st_barrier(SETUP_MS);
