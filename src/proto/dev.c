@@ -138,8 +138,8 @@ static int auto_threads(const struct srd_dev *dev) {
   int procs = srd_host_procs_count();
   int t = srd_lanes_auto(cpus, online, procs);
   SRD_INFO(NCCL_INIT | NCCL_NET, "device %d: %d CPU(s) usable, %d online, %d process(es) of ours on the host: "
-           "%d progress thread(s) per NIC, started on the first message of %zu bytes or more", dev->index, cpus,
-           online, procs, t, dev->sched.threshold);
+           "%d progress thread(s) per NIC, started on the first message they carry", dev->index, cpus, online, procs,
+           t);
   return t;
 }
 
@@ -178,7 +178,6 @@ int srd_dev_open(struct srd_dev *dev) {
   int64_t eager = srd_param_int(SRD_PARAM_EAGER_MAX);
   dev->eager_max = eager >= 0 ? (size_t)eager : srd_eager_default(dev->nics->nics[dev->group.nics[0]].info);
   dev->nnics = dev->group.nnics;
-  dev->sched.threshold = (size_t)srd_param_int(SRD_PARAM_STRIPE_THRESHOLD);
   int set = (int)srd_param_int(SRD_PARAM_PROGRESS_THREADS);
   int want = set >= 0 ? set : auto_threads(dev);
   int lanes = want ? lanes_that_fit(want + 1, dev->nnics, dev->neps) : 1;
@@ -217,6 +216,8 @@ int srd_dev_open(struct srd_dev *dev) {
   /* Until lane threads run, stripes stay on lane 0 (the other lanes are
    * polled only now and then). */
   dev->sched.npaths = dev->inline_paths;
+  int64_t threshold = srd_param_int(SRD_PARAM_STRIPE_THRESHOLD);
+  dev->sched.threshold = threshold >= 0 ? (size_t)threshold : dev->eager_max;
   dev->sched.min_stripe = (size_t)srd_param_int(SRD_PARAM_MIN_STRIPE);
   dev->sched.max_write = max_write;
   dev->next_listener_id = (uint32_t)srd_random64();
@@ -226,9 +227,10 @@ int srd_dev_open(struct srd_dev *dev) {
   /* Asked for explicitly: the threads run from the start. */
   if (set > 0 && dev->lanes_per_nic > 1) srd_dev_start_lanes(dev, false);
   SRD_INFO(NCCL_INIT | NCCL_NET, "device %d: %d NIC(s) x %d lane(s) = %d rail(s), %d endpoint(s) each, %d path(s); "
-           "eager messages up to %zu bytes (%s); completions polled by %s", dev->index, dev->nnics,
-           dev->lanes_per_nic, dev->nrails, dev->neps, dev->npaths, dev->eager_max,
+           "eager messages up to %zu bytes (%s); split and on the other lanes from %zu bytes; completions polled by %s",
+           dev->index, dev->nnics, dev->lanes_per_nic, dev->nrails, dev->neps, dev->npaths, dev->eager_max,
            srd_param_int(SRD_PARAM_EAGER_MAX) >= 0 ? "NCCL_SRD_EAGER_MAX" : dev->rails[0].info->fabric_attr->prov_name,
+           dev->sched.threshold,
            dev->threaded ? "the caller's thread on lane 0 and one thread per other lane"
            : dev->lanes_per_nic > 1 ? "the caller's thread until the first large message" : "the caller's thread");
   dev->open = true;

@@ -418,7 +418,10 @@ int srd_proto_isend(struct srd_comm *c, const void *data, size_t size, int tag, 
   /* GPU memory never goes eagerly: the CPU cannot copy it into a control
    * buffer (only a receiver on a host-only device says eager_ok). */
   bool gpu_src = mr && mr->mr->device >= 0;
-  bool eager = size == 0 || (c->eager_ok && !gpu_src && size <= dev->eager_max);
+  /* Where progress threads run, a message they would carry goes to them even
+   * if it fits eagerly: an eager send's socket copies are NCCL's thread's own. */
+  bool for_lanes = dev->lanes_per_nic > 1 && !dev->lanes_failed && size >= dev->sched.threshold;
+  bool eager = size == 0 || (c->eager_ok && !gpu_src && !for_lanes && size <= dev->eager_max);
   if (!rec || eager) {
     if (eager) {
       int rc = send_eager(c, data, size, tag, out);

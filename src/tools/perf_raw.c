@@ -422,7 +422,8 @@ int raw_open_rails(struct raw *r, int dev, int cuda) {
       n += snprintf(r->base.device + n, sizeof(r->base.device) - (size_t)n, " %s", nic->name);
   }
   r->nnics = r->nrails;
-  r->stripe_threshold = (size_t)srd_param_int(SRD_PARAM_STRIPE_THRESHOLD);
+  int64_t threshold = srd_param_int(SRD_PARAM_STRIPE_THRESHOLD);
+  r->stripe_threshold = threshold >= 0 ? (size_t)threshold : srd_eager_default(nics.nics[g->nics[0]].info);
   r->min_stripe = ((size_t)srd_param_int(SRD_PARAM_MIN_STRIPE) + RAW_STRIPE_ALIGN - 1) & ~(size_t)(RAW_STRIPE_ALIGN - 1);
   rc = 0;
 out:

@@ -24,10 +24,13 @@ static const struct srd_param_desc table[SRD_PARAM_COUNT] = {
     [SRD_PARAM_EAGER_MAX] = {"NCCL_SRD_EAGER_MAX", 0, -1, -1, 64 * KIB,
                              "largest message sent eagerly, before the receiver's clear-to-send (-1: 32 KiB on "
                              "libfabric 2.x's native tcp, 8 KiB on other providers)"},
-    /* NCCL moves 128-512 KiB send/recv as 64 KiB chunks over tcp: on the
-     * lanes their socket copies run beside NCCL's thread, not in it. */
-    [SRD_PARAM_STRIPE_THRESHOLD] = {"NCCL_SRD_STRIPE_THRESHOLD", 0, 64 * KIB, 0, 1024 * MIB,
-                                    "smallest message split across rails (and carried by progress threads)"},
+    /* -1: the eager size. A message that does not go eagerly then goes to
+     * the progress threads, so NCCL's thread makes no bulk socket copy of
+     * its own (NCCL's Simple steps over tcp are 16-64 KiB: BENCHMARKS.md,
+     * "Stripe threshold"). */
+    [SRD_PARAM_STRIPE_THRESHOLD] = {"NCCL_SRD_STRIPE_THRESHOLD", 0, -1, -1, 1024 * MIB,
+                                    "smallest message carried by progress threads and split across rails "
+                                    "(-1: the eager size)"},
     [SRD_PARAM_MIN_STRIPE] = {"NCCL_SRD_MIN_STRIPE", 0, 64 * KIB, 128, 1024 * MIB,
                               "smallest stripe of a split message (rounded to 128 bytes)"},
     [SRD_PARAM_CONNECT_TIMEOUT_MS] = {"NCCL_SRD_CONNECT_TIMEOUT_MS", 0, 30000, 100, 3600000,

@@ -7,17 +7,15 @@
  *     idle process's lanes back off: together they use under a tenth of a
  *     core over a quiet second.
  *   lanes-inline: with 2 threads per NIC running, messages below the stripe
- *     threshold (eager ones, and 48 KiB ones written after the clear-to-send)
- *     are completed by the caller's thread on both sides: the close log
- *     counts no request completed on a lane thread. Messages of every size
- *     then start no threads anew (they run) and arrive intact, and from
- *     the default stripe threshold up (64 KiB, NCCL's chunk over tcp; 1 MiB,
- *     4 MiB) they go on the lanes only: of the sender's writes only the
- *     48 KiB message's is on lane 0 (a stripe there would have NCCL's
- *     thread copy bulk data).
+ *     threshold (by default the eager size) go eagerly and are completed by
+ *     the caller's thread on both sides: the close log counts no request
+ *     completed on a lane thread. From the threshold up (the eager size
+ *     itself included, which fits eagerly: NCCL's 32 KiB steps on 2.x tcp)
+ *     messages are written on the lanes only, none on lane 0 (there NCCL's
+ *     thread would copy bulk data), and arrive intact.
  *   lanes-lazy: NCCL_SRD_PROGRESS_THREADS unset, 64 CPUs assumed
  *     (NCCL_SRD_TEST_CPUS): the device opens with lanes, but no thread runs
- *     while only small messages (up to 48 KiB) went by; after a 1 MiB
+ *     while only small messages (below the eager size) went by; after a 1 MiB
  *     message each way both sides run their threads, and data arrives intact.
  *   lanes-mixed: one side without threads (1 rail per NIC), the other with 3
  *     threads (4 lanes): the two rail counts map onto each other and data
@@ -112,7 +110,8 @@ static int running(int rank, int nranks, void *arg) {
   return 0;
 }
 
-static const size_t small_sizes[] = {0, 8, 100, 8192, 48 << 10, 48 << 10, 48 << 10, 48 << 10, 8, 8, 8, 8, 8, 8, 8, 8};
+/* Below the smallest eager size of any provider (8 KiB). */
+static const size_t small_sizes[] = {0, 8, 100, 4096, 4096, 4096, 4096, 8, 8, 8, 8, 8, 8, 8, 8};
 #define NSMALL (sizeof small_sizes / sizeof small_sizes[0])
 
 static int inline_small(int rank, int nranks, void *arg) {
@@ -129,22 +128,34 @@ static int inline_small(int rank, int nranks, void *arg) {
   struct st_traffic t = st_traffic_last(rank == 1);
   int nics = 0, threaded = 0, lanes = st_device_lanes(&nics, &threaded);
   struct lane_usage u = lane_usage();
-  st_note("%s: %lld eager, %lld written, %lld completed on a lane thread; %d lane threads", rank ? "sender" : "receiver",
-          t.eager, t.rendezvous, t.by_lane, u.threads);
+  char why[64];
+  size_t eager = st_device_eager_max(why, sizeof why);
+  st_note("%s: %lld eager, %lld written, %lld completed on a lane thread; %d lane threads; eager up to %zu (%s)",
+          rank ? "sender" : "receiver", t.eager, t.rendezvous, t.by_lane, u.threads, eager, why);
   ST_CHECK(lanes == 3 && threaded && u.threads == 2 * nics, "lanes not running: %d lane(s), %d thread(s)", lanes,
            u.threads);
-  ST_CHECK(t.eager + t.rendezvous == (long long)NSMALL && t.rendezvous == 4, "%lld eager, %lld written", t.eager,
-           t.rendezvous);
+  ST_CHECK(eager >= 8192, "eager size %zu: below the smallest default (8 KiB)", eager);
+  ST_CHECK(t.eager == (long long)NSMALL && t.rendezvous == 0, "%lld eager, %lld written", t.eager, t.rendezvous);
   ST_CHECK(t.by_lane == 0, "%s: %lld small message(s) completed on a lane thread", rank ? "sender" : "receiver",
            t.by_lane);
-  one_way(rank, 0, 1, 600);
+  st_barrier(SETUP_MS);
+  /* The eager size and one byte less, then sizes past it. */
+  const size_t large[] = {0, 100, eager - 1, eager, 48 << 10, 64 << 10, 1 << 20, (4 << 20) + 136};
+  const long long nlarge = (long long)(sizeof large / sizeof large[0]), written = 5;
+  comm = st_pair_comm(rank, 0, 1, SETUP_MS);
+  for (size_t i = 0; i < (size_t)nlarge; i++) {
+    if (rank == 1) st_send_one(comm, large[i], 600 + i, (int)i, XFER_MS);
+    else st_recv_one(comm, large[i], 600 + i, (int)i, XFER_MS);
+  }
+  ST_NCCL(rank == 1 ? st_net_close_send(comm) : st_net_close_recv(comm));
   if (rank == 1) {
     t = st_traffic_last(1);
-    st_note("sender, every size: %lld written in %lld write(s), %lld on lane 0", t.rendezvous, t.writes, t.on_lane0);
-    ST_CHECK(t.rendezvous == 4 && t.writes > 4 && t.on_lane0 == 1,
-             "%lld message(s) written in %lld write(s), %lld of them on lane 0 (expected 4 messages, only the "
-             "48 KiB one's write on lane 0: from NCCL's 64 KiB chunk up, the lanes)",
-             t.rendezvous, t.writes, t.on_lane0);
+    st_note("sender, every size: %lld eager, %lld written in %lld write(s), %lld on lane 0", t.eager, t.rendezvous,
+            t.writes, t.on_lane0);
+    ST_CHECK(t.eager == nlarge - written && t.rendezvous == written && t.writes > written && t.on_lane0 == 0,
+             "%lld eager, %lld written in %lld write(s), %lld on lane 0 (expected %lld eager and %lld written on "
+             "the lanes only: from the eager size of %zu bytes up, the lanes)",
+             t.eager, t.rendezvous, t.writes, t.on_lane0, nlarge - written, written, eager);
   }
   st_barrier(SETUP_MS);
   ST_NCCL(st_net_finalize());
@@ -157,7 +168,7 @@ static int lazy(int rank, int nranks, void *arg) {
   ST_CHECK(setenv("NCCL_SRD_TEST_CPUS", "64", 1) == 0, "setenv failed");
   st_setup(arg, st_version(VERSION));
   void *comm = st_pair_comm(rank, 0, 1, SETUP_MS);
-  static const size_t small[] = {8, 8192, 48 << 10};
+  static const size_t small[] = {8, 100, 4096};
   for (size_t i = 0; i < sizeof small / sizeof small[0]; i++) {
     if (rank == 1) st_send_one(comm, small[i], 700 + i, (int)i, XFER_MS);
     else st_recv_one(comm, small[i], 700 + i, (int)i, XFER_MS);

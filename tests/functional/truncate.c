@@ -63,7 +63,10 @@ static int expect(const char *who, size_t size, struct side got, struct side wan
 }
 
 static int rank_main(int rank, int nranks, void *arg) {
-  ST_CHECK(setenv("NCCL_SRD_EAGER_MAX", "8192", 1) == 0, "setenv failed");
+  /* The threshold above the eager size: with progress threads (threads.sh)
+   * a message of the threshold or more goes to them, not eagerly. */
+  ST_CHECK(setenv("NCCL_SRD_EAGER_MAX", "8192", 1) == 0 && setenv("NCCL_SRD_STRIPE_THRESHOLD", "16K", 1) == 0,
+           "setenv failed");
   st_setup(arg, st_version(VERSION));
   size_t len = POSTED + GUARD;
   unsigned char *buf = st_alloc(len);

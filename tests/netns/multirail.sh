@@ -1,7 +1,7 @@
 #!/bin/sh
 # The size, grouped-receive and one-sided RMA tests between two "hosts": rank 0 in one
 # network namespace, rank 1 in the other, joined by 4 veth rails
-# (tests/netns/netns.sh), over tcp (tcp;ofi_rxm on libfabric 1.x). Messages from 64 KiB up
+# (tests/netns/netns.sh), over tcp (tcp;ofi_rxm on libfabric 1.x). Messages from the stripe threshold up
 # (NCCL_SRD_STRIPE_THRESHOLD) are striped over every rail. Then the same with
 # 1 rail on side a against 4 on side b (NCCL_SRD_IFNAME names va0 and vb0..vb3;
 # each side sees only its own): then va0 must carry all of it and va1..va3
