@@ -13,6 +13,10 @@
  *     itself included, which fits eagerly: NCCL's 32 KiB steps on 2.x tcp)
  *     messages are written on the lanes only, none on lane 0 (there NCCL's
  *     thread would copy bulk data), and arrive intact.
+ *   lanes-written-inline: the same with the threshold set above the eager
+ *     size (8 KiB eager, 64 KiB threshold): the 12 and 48 KiB messages in
+ *     between are written after the clear-to-send on lane 0 only, and
+ *     completed by the caller's thread on both sides.
  *   lanes-lazy: NCCL_SRD_PROGRESS_THREADS unset, 64 CPUs assumed
  *     (NCCL_SRD_TEST_CPUS): the device opens with lanes, but no thread runs
  *     while only small messages (below the eager size) went by; after a 1 MiB
@@ -162,6 +166,39 @@ static int inline_small(int rank, int nranks, void *arg) {
   return 0;
 }
 
+static int written_inline(int rank, int nranks, void *arg) {
+  (void)nranks;
+  use_lanes(2);
+  ST_CHECK(setenv("NCCL_SRD_EAGER_MAX", "8K", 1) == 0 && setenv("NCCL_SRD_STRIPE_THRESHOLD", "64K", 1) == 0,
+           "setenv failed");
+  st_setup(arg, st_version(VERSION));
+  static const size_t between[] = {8, 12 << 10, 48 << 10, 48 << 10, 48 << 10};
+  const long long n = (long long)(sizeof between / sizeof between[0]);
+  void *comm = st_pair_comm(rank, 0, 1, SETUP_MS);
+  for (size_t i = 0; i < (size_t)n; i++) {
+    if (rank == 1) st_send_one(comm, between[i], 650 + i, (int)i, XFER_MS);
+    else st_recv_one(comm, between[i], 650 + i, (int)i, XFER_MS);
+  }
+  st_barrier(SETUP_MS);
+  ST_NCCL(rank == 1 ? st_net_close_send(comm) : st_net_close_recv(comm));
+  struct st_traffic t = st_traffic_last(rank == 1);
+  int nics = 0, threaded = 0, lanes = st_device_lanes(&nics, &threaded);
+  st_note("%s: %lld eager, %lld written in %lld write(s), %lld on lane 0, %lld completed on a lane thread",
+          rank ? "sender" : "receiver", t.eager, t.rendezvous, t.writes, t.on_lane0, t.by_lane);
+  ST_CHECK(lanes == 3 && threaded, "lanes not running: %d lane(s)", lanes);
+  ST_CHECK(t.eager == 1 && t.rendezvous == n - 1 && t.by_lane == 0,
+           "%s: %lld eager, %lld written, %lld completed on a lane thread (expected 1, %lld, 0)",
+           rank ? "sender" : "receiver", t.eager, t.rendezvous, t.by_lane, n - 1);
+  if (rank == 1)
+    ST_CHECK(t.writes == n - 1 && t.on_lane0 == n - 1, "%lld write(s), %lld on lane 0 (expected %lld, all there)",
+             t.writes, t.on_lane0, n - 1);
+  st_barrier(SETUP_MS);
+  ST_NCCL(st_net_finalize());
+  unsetenv("NCCL_SRD_EAGER_MAX");
+  unsetenv("NCCL_SRD_STRIPE_THRESHOLD");
+  return 0;
+}
+
 static int lazy(int rank, int nranks, void *arg) {
   (void)nranks;
   unsetenv("NCCL_SRD_PROGRESS_THREADS");
@@ -219,6 +256,7 @@ static int run2(const struct st_ctx *ctx, st_rank_fn fn) {
 static int case_running(const struct st_ctx *ctx) { return run2(ctx, running); }
 static int case_mixed(const struct st_ctx *ctx) { return run2(ctx, mixed); }
 static int case_inline(const struct st_ctx *ctx) { return run2(ctx, inline_small); }
+static int case_written_inline(const struct st_ctx *ctx) { return run2(ctx, written_inline); }
 static int case_lazy(const struct st_ctx *ctx) { return run2(ctx, lazy); }
 
 int main(int argc, char **argv) {
@@ -226,7 +264,8 @@ int main(int argc, char **argv) {
       {"lanes-running", case_running},
       {"lanes-mixed", case_mixed},
       {"lanes-inline", case_inline},
+      {"lanes-written-inline", case_written_inline},
       {"lanes-lazy", case_lazy},
   };
-  return st_main(argc, argv, cases, 4);
+  return st_main(argc, argv, cases, 5);
 }
