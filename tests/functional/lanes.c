@@ -80,13 +80,18 @@ static void use_lanes(int lanes) {
   ST_CHECK(setenv("NCCL_SRD_PROGRESS_THREADS", v, 1) == 0, "setenv failed");
 }
 
-/* Every size from `sender` to `receiver` over a fresh comm pair. */
-static void one_way(int rank, int receiver, int sender, uint64_t seed) {
-  void *comm = st_pair_comm(rank, receiver, sender, SETUP_MS);
-  for (size_t i = 0; i < NSIZES; i++) {
-    if (rank == sender) st_send_one(comm, sizes[i], seed + i, (int)i, XFER_MS);
-    else st_recv_one(comm, sizes[i], seed + i, (int)i, XFER_MS);
+/* Each of n sizes from rank `sender` to the other rank of comm. */
+static void send_each(void *comm, int rank, int sender, const size_t *sz, size_t n, uint64_t seed) {
+  for (size_t i = 0; i < n; i++) {
+    if (rank == sender) st_send_one(comm, sz[i], seed + i, (int)i, XFER_MS);
+    else st_recv_one(comm, sz[i], seed + i, (int)i, XFER_MS);
   }
+}
+
+/* The same over a fresh comm pair, closed afterwards. */
+static void one_way(int rank, int receiver, int sender, const size_t *sz, size_t n, uint64_t seed) {
+  void *comm = st_pair_comm(rank, receiver, sender, SETUP_MS);
+  send_each(comm, rank, sender, sz, n, seed);
   ST_NCCL(rank == sender ? st_net_close_send(comm) : st_net_close_recv(comm));
 }
 
@@ -94,8 +99,8 @@ static int running(int rank, int nranks, void *arg) {
   (void)nranks;
   use_lanes(2);
   st_setup(arg, st_version(VERSION));
-  one_way(rank, 0, 1, 100);
-  one_way(rank, 1, 0, 200);
+  one_way(rank, 0, 1, sizes, NSIZES, 100);
+  one_way(rank, 1, 0, sizes, NSIZES, 200);
   struct lane_usage before = lane_usage();
   int nics = 0, threaded = 0, lanes = st_device_lanes(&nics, &threaded);
   ST_CHECK(lanes == 3 && threaded, "NCCL_SRD_PROGRESS_THREADS=2 but the device opened with %d lane(s) per NIC, %s",
@@ -123,10 +128,7 @@ static int inline_small(int rank, int nranks, void *arg) {
   use_lanes(2);
   st_setup(arg, st_version(VERSION));
   void *comm = st_pair_comm(rank, 0, 1, SETUP_MS);
-  for (size_t i = 0; i < NSMALL; i++) {
-    if (rank == 1) st_send_one(comm, small_sizes[i], 500 + i, (int)i, XFER_MS);
-    else st_recv_one(comm, small_sizes[i], 500 + i, (int)i, XFER_MS);
-  }
+  send_each(comm, rank, 1, small_sizes, NSMALL, 500);
   st_barrier(SETUP_MS);
   ST_NCCL(rank == 1 ? st_net_close_send(comm) : st_net_close_recv(comm));
   struct st_traffic t = st_traffic_last(rank == 1);
@@ -146,12 +148,7 @@ static int inline_small(int rank, int nranks, void *arg) {
   /* The eager size and one byte less, then sizes past it. */
   const size_t large[] = {0, 100, eager - 1, eager, 48 << 10, 64 << 10, 1 << 20, (4 << 20) + 136};
   const long long nlarge = (long long)(sizeof large / sizeof large[0]), written = 5;
-  comm = st_pair_comm(rank, 0, 1, SETUP_MS);
-  for (size_t i = 0; i < (size_t)nlarge; i++) {
-    if (rank == 1) st_send_one(comm, large[i], 600 + i, (int)i, XFER_MS);
-    else st_recv_one(comm, large[i], 600 + i, (int)i, XFER_MS);
-  }
-  ST_NCCL(rank == 1 ? st_net_close_send(comm) : st_net_close_recv(comm));
+  one_way(rank, 0, 1, large, (size_t)nlarge, 600);
   if (rank == 1) {
     t = st_traffic_last(1);
     st_note("sender, every size: %lld eager, %lld written in %lld write(s), %lld on lane 0", t.eager, t.rendezvous,
@@ -175,10 +172,7 @@ static int written_inline(int rank, int nranks, void *arg) {
   static const size_t between[] = {8, 12 << 10, 48 << 10, 48 << 10, 48 << 10};
   const long long n = (long long)(sizeof between / sizeof between[0]);
   void *comm = st_pair_comm(rank, 0, 1, SETUP_MS);
-  for (size_t i = 0; i < (size_t)n; i++) {
-    if (rank == 1) st_send_one(comm, between[i], 650 + i, (int)i, XFER_MS);
-    else st_recv_one(comm, between[i], 650 + i, (int)i, XFER_MS);
-  }
+  send_each(comm, rank, 1, between, (size_t)n, 650);
   st_barrier(SETUP_MS);
   ST_NCCL(rank == 1 ? st_net_close_send(comm) : st_net_close_recv(comm));
   struct st_traffic t = st_traffic_last(rank == 1);
@@ -206,10 +200,7 @@ static int lazy(int rank, int nranks, void *arg) {
   st_setup(arg, st_version(VERSION));
   void *comm = st_pair_comm(rank, 0, 1, SETUP_MS);
   static const size_t small[] = {8, 100, 4096};
-  for (size_t i = 0; i < sizeof small / sizeof small[0]; i++) {
-    if (rank == 1) st_send_one(comm, small[i], 700 + i, (int)i, XFER_MS);
-    else st_recv_one(comm, small[i], 700 + i, (int)i, XFER_MS);
-  }
+  send_each(comm, rank, 1, small, sizeof small / sizeof small[0], 700);
   int nics = 0, threaded = 0, lanes = st_device_lanes(&nics, &threaded);
   struct lane_usage u = lane_usage();
   st_note("after small messages: %d lane(s) per NIC, %d lane thread(s)", lanes, u.threads);
@@ -219,7 +210,7 @@ static int lazy(int rank, int nranks, void *arg) {
   if (rank == 1) st_send_one(comm, 1 << 20, 710, 10, XFER_MS);
   else st_recv_one(comm, 1 << 20, 710, 10, XFER_MS);
   ST_NCCL(rank == 1 ? st_net_close_send(comm) : st_net_close_recv(comm));
-  one_way(rank, 1, 0, 800);
+  one_way(rank, 1, 0, sizes, NSIZES, 800);
   u = lane_usage();
   st_note("after large messages: %d lane thread(s)", u.threads);
   ST_CHECK(u.threads == (lanes - 1) * nics, "%d lane thread(s) after large messages; expected %d", u.threads,
@@ -234,8 +225,8 @@ static int mixed(int rank, int nranks, void *arg) {
   (void)nranks;
   use_lanes(rank == 0 ? 0 : 3);
   st_setup(arg, st_version(VERSION));
-  one_way(rank, 0, 1, 300);
-  one_way(rank, 1, 0, 400);
+  one_way(rank, 0, 1, sizes, NSIZES, 300);
+  one_way(rank, 1, 0, sizes, NSIZES, 400);
   int nics = 0, threaded = 0, lanes = st_device_lanes(&nics, &threaded);
   struct lane_usage u = lane_usage();
   ST_CHECK(lanes == (rank == 0 ? 1 : 4) && threaded == (rank == 1) && u.threads == (rank == 0 ? 0 : 3 * nics),
