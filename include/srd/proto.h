@@ -47,6 +47,10 @@ typedef std::atomic<int> atomic_int;
 #define SRD_REQS_PER_COMM SRD_RECV_SLOTS /* a receive's slot travels in the immediate data */
 #define SRD_CTS_RECORDS 48
 #define SRD_SENT_TAGS 1024    /* tags of eager sends, for a clear-to-send that comes later */
+/* Eager messages a sender may send past the receives its peer said it posted
+ * (a clear-to-send names them): what a receive comm keeps before its
+ * receives, at most this many messages of the eager size. */
+#define SRD_EAGER_WINDOW 64
 #define SRD_PENDING_REFUSALS 4 /* refusals in a row that end a pass over the pending comms: the provider is full */
 
 struct srd_comm;
@@ -260,6 +264,10 @@ struct srd_send_comm {
   uint32_t asked_seq;
   struct srd_cts_rec *cur;
   struct srd_cts_rec *cts[SRD_CTS_RECORDS]; /* NULL: free */
+  /* Eager messages may take the sequences before this: the end of the
+   * latest clear-to-send plus SRD_EAGER_WINDOW. A sender past it waits for
+   * the next clear-to-send (the receiver sends one every half window). */
+  uint32_t eager_end;
   int32_t sent_tag[SRD_SENT_TAGS];
 };
 
@@ -272,6 +280,7 @@ struct srd_recv_comm {
    * needed), cleared by the next RTS. Saves a control message per small
    * message; costs a large message after small ones one more trip. */
   bool cts_on_request;
+  uint32_t told_seq;    /* the end of the last clear-to-send posted: the sender's eager window starts there */
   bool asked;           /* an RTS named asked_seq before its receive was posted: */
   uint32_t asked_seq;   /* that receive posts its clear-to-send whatever cts_on_request says */
   int cleared;          /* receives whose clear-to-send went out and that are not complete: the peer may write */

@@ -217,7 +217,9 @@ void srd_proto_repost_cts(struct srd_comm *c) {
 static int post_cts(struct srd_req *r) {
   int rc = srd_comm_send_ctrl(r->comm, FI_ADDR_UNSPEC, encode_cts, r, NULL);
   if (rc == SRD_OK) {
-    if (!r->cts_sent) srd_recv_comm(r->comm)->cleared++; /* a failover re-post is not a second clearance */
+    struct srd_recv_comm *rcv = srd_recv_comm(r->comm);
+    if (!r->cts_sent) rcv->cleared++; /* a failover re-post is not a second clearance */
+    if ((int32_t)(r->seq + (uint32_t)r->n - rcv->told_seq) > 0) rcv->told_seq = r->seq + (uint32_t)r->n;
     r->cts_sent = true;
     SRD_STAT(SRD_STAT_CTS_SENT);
   }
@@ -279,7 +281,9 @@ int srd_proto_irecv(struct srd_comm *c, int n, void **data, const size_t *sizes,
   struct srd_recv_comm *rcv = srd_recv_comm(c);
   bool asked = rcv->asked && rcv->asked_seq - r->seq < (uint32_t)n;
   if (asked) rcv->asked = false;
-  if (rcv->cts_on_request && !asked) return 0;
+  /* On request only, yet one every half window: the sender's eager window
+   * moves on clear-to-sends alone. */
+  if (rcv->cts_on_request && !asked && c->next_seq - rcv->told_seq < SRD_EAGER_WINDOW / 2) return 0;
   int rc = srd_proto_post_cts(r);
   return rc == SRD_AGAIN ? SRD_OK : rc;
 }

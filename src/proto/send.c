@@ -71,17 +71,21 @@ static int claim_entry(struct srd_cts_rec *rec, int tag) {
   return -1;
 }
 
+_Static_assert(SRD_EAGER_WINDOW <= SRD_SENT_TAGS, "the receiver keeps eager data only that far ahead");
+
 void srd_proto_on_cts(struct srd_comm *c, const struct srd_msg_cts *m) {
-  /* A clear-to-send posted again after a rail failed (its first copy may sit
-   * on the dead link) is one we may have already. */
   struct srd_send_comm *sc = srd_send_comm(c);
-  for (int i = 0; i < SRD_CTS_RECORDS; i++)
-    if (sc->cts[i] && sc->cts[i]->seq == m->seq) return;
   if (m->nkeys != c->remote_rails) {
     srd_comm_fail(c, SRD_ERR_REMOTE, "clear-to-send carries %d keys for %d peer rails", m->nkeys, c->remote_rails);
     return;
   }
+  /* The receiver posted everything before end: the eager window moves on. */
   uint32_t end = m->seq + m->n;
+  if (seq_before(sc->eager_end, end + SRD_EAGER_WINDOW)) sc->eager_end = end + SRD_EAGER_WINDOW;
+  /* A clear-to-send posted again after a rail failed (its first copy may sit
+   * on the dead link) is one we may have already. */
+  for (int i = 0; i < SRD_CTS_RECORDS; i++)
+    if (sc->cts[i] && sc->cts[i]->seq == m->seq) return;
   if (!seq_before(c->next_seq, end)) return; /* everything in it went eagerly */
   struct srd_cts_rec *rec = cts_take(c);
   if (!rec) return;
@@ -422,6 +426,14 @@ int srd_proto_isend(struct srd_comm *c, const void *data, size_t size, int tag, 
    * if it fits eagerly: an eager send's socket copies are NCCL's thread's own. */
   bool for_lanes = dev->lanes_per_nic > 1 && !dev->lanes_failed && size >= dev->sched.threshold;
   bool eager = size == 0 || (c->eager_ok && !gpu_src && !for_lanes && size <= dev->eager_max);
+  if (eager && !seq_before(k, srd_send_comm(c)->eager_end)) {
+    /* The receiver keeps eager data only that far past its receives: a slow
+     * one is waited for, not flooded. Its next clear-to-send moves the
+     * window (a clear-to-send for k would have). */
+    c->last_wait_ms = srd_now_ms();
+    SRD_STAT(SRD_STAT_ISEND_AGAIN);
+    return SRD_AGAIN;
+  }
   if (!rec || eager) {
     if (eager) {
       int rc = send_eager(c, data, size, tag, out);

@@ -10,7 +10,13 @@
  * The timers that run during a transfer are NCCL_SRD_KEEPALIVE_MS (probes of
  * silent peers), NCCL_SRD_SILENT_WARN_MS (the warning) and, before this
  * rule, 4 x NCCL_SRD_KEEPALIVE_MS of refused probes, which failed comms: the
- * stop lasts three times the longest of them. */
+ * stop lasts three times the longest of them.
+ *
+ * Case run-ahead: a receiver that posts no receive for a while, its device
+ * progressing meanwhile, while the sender streams small (eager) messages:
+ * the sender must wait, not flood it (the receiver keeps early eager data
+ * only up to a bound and fails a comm that passes it), and every message
+ * arrives once the receives come. */
 #define _GNU_SOURCE
 #include <sched.h>
 #include <signal.h>
@@ -145,6 +151,81 @@ struct scenario {
   int hog;
 };
 
+#define AHEAD_MSGS 4096 /* four times what a receiver keeps before its receives */
+#define AHEAD_SIZE 1024 /* eager everywhere */
+#define AHEAD_WINDOW 8
+#define AHEAD_PAUSE_MS 1000
+
+/* Rank 1 sends AHEAD_MSGS messages as fast as the plugin takes them, then
+ * one on a second comm; rank 0 waits on that second comm alone for
+ * AHEAD_PAUSE_MS (its calls progress the device, which reads what arrives)
+ * before it posts the data receives. */
+static int run_ahead_main(int rank, int nranks, void *arg) {
+  (void)nranks;
+  const struct scenario *sc = arg;
+  st_setup(sc->ctx, st_version(VERSION));
+  void *data_comm = st_pair_comm(rank, 0, 1, TIMEOUT_MS), *end_comm = st_pair_comm(rank, 0, 1, TIMEOUT_MS), *mh, *emh;
+  size_t len = (size_t)AHEAD_MSGS * AHEAD_SIZE;
+  unsigned char *buf = st_alloc(len), end_byte = 0;
+  ST_NCCL(st_net_reg_mr(data_comm, buf, len, &mh));
+  ST_NCCL(st_net_reg_mr(end_comm, &end_byte, 1, &emh));
+  void *req[AHEAD_MSGS] = {0}, *end_req = NULL;
+  int posted = 0, done = 0, tag = 7, got = -1, end_done = 0;
+  ncclResult_t rc;
+  if (rank == 0) {
+    void *ebuf = &end_byte;
+    size_t esize = 1;
+    ST_CHECK(st_irecv_wait(end_comm, 1, &ebuf, &esize, &tag, &emh, &end_req, TIMEOUT_MS, &rc) == ST_DONE,
+             "posting the end receive failed (%d)", (int)rc);
+    int64_t resume = st_now_ms() + AHEAD_PAUSE_MS;
+    while (st_now_ms() < resume)
+      if (!end_done) ST_NCCL(st_net_test(end_req, &end_done, NULL)); /* a sender that never waits is done */
+  } else {
+    for (int m = 0; m < AHEAD_MSGS; m++) st_pattern_fill(buf + (size_t)m * AHEAD_SIZE, AHEAD_SIZE, seed(1, 0, m));
+  }
+  int64_t deadline = st_now_ms() + TIMEOUT_MS;
+  while (done < AHEAD_MSGS) {
+    void **r = &req[posted];
+    unsigned char *slot = buf + (size_t)posted * AHEAD_SIZE;
+    if (posted < AHEAD_MSGS && (rank == 1 || posted - done < AHEAD_WINDOW)) {
+      if (rank == 1) {
+        ST_NCCL(st_net_isend(data_comm, slot, AHEAD_SIZE, tag, mh, r));
+      } else {
+        void *d = slot;
+        size_t size = AHEAD_SIZE;
+        ST_NCCL(st_net_irecv(data_comm, 1, &d, &size, &tag, &mh, r));
+      }
+      if (*r) posted++;
+    }
+    int finished = 0;
+    if (done < posted) {
+      rc = st_net_test(req[done], &finished, &got);
+      ST_CHECK(rc == ncclSuccess, "message %d: test() returned %d", done, (int)rc);
+    }
+    if (finished && rank == 0) {
+      size_t bad = st_pattern_check(buf + (size_t)done * AHEAD_SIZE, AHEAD_SIZE, seed(1, 0, done));
+      ST_CHECK(got == AHEAD_SIZE && bad == SIZE_MAX, "message %d: %d bytes, wrong byte at %zu", done, got, bad);
+    }
+    if (finished) done++, deadline = st_now_ms() + TIMEOUT_MS;
+    ST_CHECK(st_now_ms() < deadline, "no message finished in %d ms (%d of %d done, %d posted)", TIMEOUT_MS, done,
+             AHEAD_MSGS, posted);
+  }
+  if (rank == 1) ST_CHECK(st_isend_wait(end_comm, &end_byte, 1, tag, emh, &end_req, TIMEOUT_MS, &rc) == ST_DONE,
+                          "the end message was not taken (%d)", (int)rc);
+  if (!end_done)
+    ST_CHECK(st_test_wait(end_req, NULL, TIMEOUT_MS, &rc) == ST_DONE, "the end message did not complete (%d)", (int)rc);
+  ST_CHECK(st_log_count("failed") == 0 && st_log_count("flood") == 0, "a failure was logged");
+  st_note("%d messages of %d bytes, every one right", AHEAD_MSGS, AHEAD_SIZE);
+  st_barrier(TIMEOUT_MS);
+  ST_NCCL(st_net_dereg_mr(data_comm, mh));
+  ST_NCCL(st_net_dereg_mr(end_comm, emh));
+  ST_NCCL(rank == 1 ? st_net_close_send(data_comm) : st_net_close_recv(data_comm));
+  ST_NCCL(rank == 1 ? st_net_close_send(end_comm) : st_net_close_recv(end_comm));
+  st_free(buf, len);
+  ST_NCCL(st_net_finalize());
+  return 0;
+}
+
 static int rank_main(int rank, int nranks, void *arg) {
   (void)nranks;
   const struct scenario *sc = arg;
@@ -212,18 +293,19 @@ static int rank_main(int rank, int nranks, void *arg) {
   return 0;
 }
 
-static int run(const struct st_ctx *ctx, int hog) {
+static int run(const struct st_ctx *ctx, int hog, int (*main_fn)(int, int, void *)) {
   struct scenario sc = {ctx, hog};
   char label[96];
   snprintf(label, sizeof label, "%s[%s]", ctx->test, ctx->provider);
   struct st_group_opts opts = {.timeout_s = 600}; /* the last resort against a hang */
-  return st_group_run(label, 2, rank_main, &sc, &opts);
+  return st_group_run(label, 2, main_fn, &sc, &opts);
 }
 
-static int stop(const struct st_ctx *ctx) { return run(ctx, 0); }
-static int stop_hog(const struct st_ctx *ctx) { return run(ctx, 1); }
+static int stop(const struct st_ctx *ctx) { return run(ctx, 0, rank_main); }
+static int stop_hog(const struct st_ctx *ctx) { return run(ctx, 1, rank_main); }
+static int run_ahead(const struct st_ctx *ctx) { return run(ctx, 0, run_ahead_main); }
 
 int main(int argc, char **argv) {
-  static const struct st_case cases[] = {{"stop", stop}, {"stop-hog", stop_hog}};
-  return st_main(argc, argv, cases, 2);
+  static const struct st_case cases[] = {{"stop", stop}, {"stop-hog", stop_hog}, {"run-ahead", run_ahead}};
+  return st_main(argc, argv, cases, 3);
 }

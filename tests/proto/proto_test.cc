@@ -2002,6 +2002,71 @@ TEST_F(Proto, RequestToSendBeforeItsReceiveIsRemembered) {
   srd_req_release(rr2);
 }
 
+// A receiver keeps eager data only so far past its receives: a sender that
+// ran SRD_EAGER_WINDOW messages past the last clear-to-send (none yet: past
+// sequence 0) waits, asking for nothing, until the next clear-to-send moves
+// the window; everything it sent meanwhile lands in the right receive.
+TEST_F(Proto, EagerSenderWaitsPastItsWindow) {
+  const int n = SRD_EAGER_WINDOW + 1;
+  std::vector<std::vector<char>> out, in;
+  for (int i = 0; i < n; i++) out.push_back(pattern(100, 20 + i)), in.emplace_back(100);
+  std::vector<Reg> ro, ri;
+  ro.reserve(n), ri.reserve(n);
+  for (int i = 0; i < n; i++) ro.emplace_back(out[i]), ri.emplace_back(in[i]);
+  for (int i = 0; i < SRD_EAGER_WINDOW; i++) {
+    srd_req *sr = isend(out[i], ro[i], 100, i);
+    ASSERT_TRUE(sr) << "message " << i;
+    deliver_and_complete_sends();
+    ASSERT_TRUE(sr->done);
+    srd_req_release(sr);
+  }
+  EXPECT_EQ(SRD_EAGER_WINDOW, srd_recv_comm(r)->nunexpected);
+  EXPECT_EQ(nullptr, isend(out[n - 1], ro[n - 1], 100, n - 1, SRD_AGAIN)) << "past the window";
+  EXPECT_TRUE(g.sends.empty()) << "asked for something while waiting";
+  for (int i = 0; i < n; i++) {
+    Reg *regs[] = {&ri[i]};
+    int tag = i;
+    srd_req *rr = irecv(1, &in[i], regs, &tag);
+    ASSERT_TRUE(rr);
+    if (i == n - 1) {
+      ASSERT_EQ(1u, g.sends.size()) << "the first receive not done by kept data posts its clear-to-send";
+      EXPECT_EQ(SRD_MSG_CTS, sent_type(0));
+      deliver_and_complete_sends();
+      srd_req *sr = isend(out[i], ro[i], 100, i);
+      ASSERT_TRUE(sr) << "the clear-to-send did not move the window";
+      deliver_and_complete_sends();
+      EXPECT_TRUE(sr->done);
+      srd_req_release(sr);
+    }
+    EXPECT_TRUE(rr->done) << "message " << i;
+    EXPECT_EQ(out[i], in[i]) << "message " << i;
+    srd_req_release(rr);
+  }
+}
+
+// Receives that post their clear-to-send only on request still post one
+// every half window, so a steady stream of small messages never waits.
+TEST_F(Proto, ReceivesOnRequestPostAClearToSendEveryHalfWindow) {
+  std::vector<char> out = pattern(100, 14), in(100);
+  Reg ro(out), ri(in);
+  Reg *regs[] = {&ri};
+  int ctss = 0;
+  const int msgs = 4 * SRD_EAGER_WINDOW;
+  for (int i = 0; i < msgs; i++) {
+    srd_req *rr = irecv(1, &in, regs, nullptr);
+    for (size_t k = 0; k < g.sends.size(); k++) ctss += sent_type(k) == SRD_MSG_CTS;
+    deliver_and_complete_sends();
+    srd_req *sr = isend(out, ro, out.size(), 0);
+    ASSERT_TRUE(sr) << "message " << i << " waited";
+    deliver_and_complete_sends();
+    ASSERT_TRUE(rr->done && sr->done);
+    srd_req_release(sr);
+    srd_req_release(rr);
+  }
+  // The first receive's (a fresh comm posts it), then one per half window.
+  EXPECT_EQ(1 + (msgs - 1) / (SRD_EAGER_WINDOW / 2), ctss);
+}
+
 // A message that finds no clear-to-send asks for it at once, once per
 // message, and no timer asks again: the receiver either answers the request
 // or has its clear-to-send on the way.
