@@ -264,10 +264,10 @@ struct srd_send_comm {
   uint32_t asked_seq;
   struct srd_cts_rec *cur;
   struct srd_cts_rec *cts[SRD_CTS_RECORDS]; /* NULL: free */
-  /* Eager messages may take the sequences before this: the end of the
-   * latest clear-to-send plus SRD_EAGER_WINDOW. A sender past it waits for
+  /* The end of the latest clear-to-send (0 before any): eager messages may
+   * take the SRD_EAGER_WINDOW sequences past it. A sender beyond waits for
    * the next clear-to-send (the receiver sends one every half window). */
-  uint32_t eager_end;
+  uint32_t cts_end;
   int32_t sent_tag[SRD_SENT_TAGS];
 };
 
@@ -297,6 +297,8 @@ static inline uint8_t srd_slot_tag(uint32_t slot, unsigned uses) {
   return (uint8_t)(slot | uses << SRD_SLOT_BITS);
 }
 
+/* Serial-number comparison: sequences wrap at 2^32. */
+static inline bool srd_seq_before(uint32_t a, uint32_t b) { return (int32_t)(a - b) < 0; }
 static inline struct srd_send_comm *srd_send_comm(struct srd_comm *c) { return (struct srd_send_comm *)c; }
 static inline struct srd_recv_comm *srd_recv_comm(struct srd_comm *c) { return (struct srd_recv_comm *)c; }
 

@@ -70,7 +70,7 @@ static void receiver_on_bye(struct srd_comm *c, const struct srd_msg_bye *m) {
   int failed = 0;
   for (int i = 0; i < SRD_REQS_PER_COMM; i++) {
     struct srd_req *r = c->reqs[i];
-    if (r && !r->done && r->kind == SRD_REQ_RECV && (int32_t)(r->seq + (uint32_t)r->n - m->next_seq) > 0) {
+    if (r && !r->done && r->kind == SRD_REQ_RECV && srd_seq_before(m->next_seq, r->seq + (uint32_t)r->n)) {
       srd_req_finish(r, SRD_ERR_REMOTE);
       failed++;
     }

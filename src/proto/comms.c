@@ -65,7 +65,6 @@ struct srd_comm *srd_comm_alloc(struct srd_dev *dev, bool is_send) {
   }
   c->dev = dev;
   c->is_send = is_send;
-  if (is_send) srd_send_comm(c)->eager_end = SRD_EAGER_WINDOW;
   /* The generation tells a message for a closed comm from one for the comm
    * that reuses its index; it is never 0, so no id is 0. */
   if (++dev->gen[idx] == 0) dev->gen[idx] = 1;

@@ -70,7 +70,7 @@ void srd_proto_on_eager(struct srd_comm *c, const struct srd_msg_eager *m) {
   /* After a rail failed, a message that sat on its dead link may come again
    * when the link returns: one already received, or already kept. */
   if (c->failover_seen) {
-    bool seen = (int32_t)(m->seq - c->next_seq) < 0;
+    bool seen = srd_seq_before(m->seq, c->next_seq);
     for (struct srd_unexpected *u = rc->unexpected; u && !seen; u = u->next) seen = u->seq == m->seq;
     if (seen) {
       c->traffic.dropped++;
@@ -179,7 +179,7 @@ void srd_proto_on_rts(struct srd_comm *c, const struct srd_msg_rts *m) {
   if (r && !r->done && !r->cts_sent && !r->on_pending) srd_proto_post_cts(r);
   /* Not posted yet: an eager message delivered meanwhile may set
    * cts_on_request again, so the receive remembers it was asked for. */
-  if (!r && (int32_t)(m->seq - c->next_seq) >= 0) {
+  if (!r && !srd_seq_before(m->seq, c->next_seq)) {
     rcv->asked = true;
     rcv->asked_seq = m->seq;
   }
@@ -219,7 +219,7 @@ static int post_cts(struct srd_req *r) {
   if (rc == SRD_OK) {
     struct srd_recv_comm *rcv = srd_recv_comm(r->comm);
     if (!r->cts_sent) rcv->cleared++; /* a failover re-post is not a second clearance */
-    if ((int32_t)(r->seq + (uint32_t)r->n - rcv->told_seq) > 0) rcv->told_seq = r->seq + (uint32_t)r->n;
+    if (srd_seq_before(rcv->told_seq, r->seq + (uint32_t)r->n)) rcv->told_seq = r->seq + (uint32_t)r->n;
     r->cts_sent = true;
     SRD_STAT(SRD_STAT_CTS_SENT);
   }
@@ -250,7 +250,7 @@ int srd_proto_irecv(struct srd_comm *c, int n, void **data, const size_t *sizes,
       SRD_WARN("recv comm %#x: buffer %d (%zu bytes at %p) is outside its registration", c->id, i, sizes[i], data[i]);
       return SRD_ERR_ARG;
     }
-  if (c->peer_closed && (int32_t)(c->next_seq + (uint32_t)n - c->peer_final_seq) > 0) {
+  if (c->peer_closed && srd_seq_before(c->peer_final_seq, c->next_seq + (uint32_t)n)) {
     SRD_WARN("recv comm %#x: receive after the peer closed its send comm", c->id);
     return SRD_ERR_REMOTE;
   }

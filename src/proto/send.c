@@ -8,9 +8,6 @@
 #include "srd/proto.h"
 #include "srd/stats.h"
 
-/* Serial-number comparison: sequences wrap at 2^32. */
-static bool seq_before(uint32_t a, uint32_t b) { return (int32_t)(a - b) < 0; }
-
 /* Every entry of the record is used: back to the device's pool. */
 static void release_cts(struct srd_comm *c, struct srd_cts_rec *rec) {
   struct srd_send_comm *s = srd_send_comm(c);
@@ -25,7 +22,7 @@ static void release_cts(struct srd_comm *c, struct srd_cts_rec *rec) {
 static struct srd_cts_rec *cts_for(struct srd_comm *c, uint32_t k) {
   struct srd_send_comm *s = srd_send_comm(c);
   struct srd_cts_rec *rec = s->cur;
-  if (rec && !seq_before(k, rec->seq) && seq_before(k, rec->seq + (uint32_t)rec->n)) return rec;
+  if (rec && !srd_seq_before(k, rec->seq) && srd_seq_before(k, rec->seq + (uint32_t)rec->n)) return rec;
   for (int i = 0; i < SRD_CTS_RECORDS; i++)
     if (s->cts[i] && s->cts[i]->seq == k) return s->cur = s->cts[i];
   return NULL;
@@ -81,12 +78,12 @@ void srd_proto_on_cts(struct srd_comm *c, const struct srd_msg_cts *m) {
   }
   /* The receiver posted everything before end: the eager window moves on. */
   uint32_t end = m->seq + m->n;
-  if (seq_before(sc->eager_end, end + SRD_EAGER_WINDOW)) sc->eager_end = end + SRD_EAGER_WINDOW;
+  if (srd_seq_before(sc->cts_end, end)) sc->cts_end = end;
   /* A clear-to-send posted again after a rail failed (its first copy may sit
    * on the dead link) is one we may have already. */
   for (int i = 0; i < SRD_CTS_RECORDS; i++)
     if (sc->cts[i] && sc->cts[i]->seq == m->seq) return;
-  if (!seq_before(c->next_seq, end)) return; /* everything in it went eagerly */
+  if (!srd_seq_before(c->next_seq, end)) return; /* everything in it went eagerly */
   struct srd_cts_rec *rec = cts_take(c);
   if (!rec) return;
   rec->seq = m->seq;
@@ -99,8 +96,8 @@ void srd_proto_on_cts(struct srd_comm *c, const struct srd_msg_cts *m) {
   }
   /* Messages of this group that already went eagerly used their buffers. */
   struct srd_send_comm *s = srd_send_comm(c);
-  for (uint32_t k = m->seq; seq_before(k, c->next_seq); k++) claim_entry(rec, s->sent_tag[k % SRD_SENT_TAGS]);
-  if (seq_before(m->seq, c->next_seq)) s->cur = rec;
+  for (uint32_t k = m->seq; srd_seq_before(k, c->next_seq); k++) claim_entry(rec, s->sent_tag[k % SRD_SENT_TAGS]);
+  if (srd_seq_before(m->seq, c->next_seq)) s->cur = rec;
 }
 
 static void resend_unlink(struct srd_dev *dev, struct srd_resend *x) {
@@ -426,7 +423,7 @@ int srd_proto_isend(struct srd_comm *c, const void *data, size_t size, int tag, 
    * if it fits eagerly: an eager send's socket copies are NCCL's thread's own. */
   bool for_lanes = dev->lanes_per_nic > 1 && !dev->lanes_failed && size >= dev->sched.threshold;
   bool eager = size == 0 || (c->eager_ok && !gpu_src && !for_lanes && size <= dev->eager_max);
-  if (eager && !seq_before(k, srd_send_comm(c)->eager_end)) {
+  if (eager && !srd_seq_before(k, srd_send_comm(c)->cts_end + SRD_EAGER_WINDOW)) {
     /* The receiver keeps eager data only that far past its receives: a slow
      * one is waited for, not flooded. Its next clear-to-send moves the
      * window (a clear-to-send for k would have). */
