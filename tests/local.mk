@@ -162,7 +162,8 @@ SRD_TOPO_XML = tests/topo/p5.xml tests/topo/p4d.xml tests/topo/single.xml tests/
 	tests/topo/shared-switch.xml tests/topo/no-gpu.xml tests/topo/mixed.xml
 EXTRA_DIST += $(SRD_TOPO_XML) tests/topo/make_topologies.py tests/topo/device-topo.sh \
 	tests/tuner/device-bench.sh tests/tuner/device-ab.sh tests/tuner/tuner_ab.c tests/tuner/example.conf
-EXTRA_DIST += tests/mutation/run.sh tests/mutation/mutate.py tests/mutation/mutations
+TESTS += tests/mutation/applies.sh
+EXTRA_DIST += tests/mutation/run.sh tests/mutation/mutate.py tests/mutation/mutations tests/mutation/applies.sh
 EXTRA_DIST += tests/device/compare.sh tests/device/mid.sh tests/device/gdr.sh tests/device/gdr_torch.py tests/device/floor.sh tests/device/nccl-tests.sh \
 	tests/device/tcp_pingpong.c tests/device/cpu_share.py tests/device/rma.sh tests/device/rma_putsignal.c tests/device/launch_queue.c \
 	tests/device/gin.sh

@@ -184,6 +184,8 @@ struct srd_comm {
   bool peer_lost;       /* the peer is gone: evidence only (an error completion, its process or listener gone) */
   uint64_t peer_writes; /* receive comm: the writes the drained peer completed */
   uint64_t writes_done; /* send comm: our writes that completed; receive comm: writes that named us */
+  uint64_t eagers;      /* send comm: eager messages posted; receive comm: eager messages taken (kept or delivered) */
+  uint64_t peer_eagers; /* receive comm: the eager messages the drained peer sent */
   int writes_in_flight; /* send comm: posted or queued writes not completed (also in ops_in_flight) */
   bool is_send, ready;
   bool closing;         /* closed, or its buffer deregistered mid-receive: writes to it only count */
@@ -678,17 +680,23 @@ void srd_proto_reask_cts(struct srd_comm *c);
 /* Close notices (src/proto/bye.c). on_bye: the peer closed; a send comm
  * stops writing and answers with its own notice once its writes are over. */
 void srd_proto_on_bye(struct srd_comm *c, const struct srd_msg_bye *m);
-/* Post our notice (drained: a send comm whose writes are over). SRD_OK,
- * SRD_AGAIN or the comm's error. */
-int srd_proto_send_bye(struct srd_comm *c, bool drained);
+/* Post our notice with flags (SRD_BYE_DRAINED: a send comm whose writes
+ * are over; SRD_BYE_TAKEN: a receive comm that took all its closed peer
+ * sent). SRD_OK, SRD_AGAIN or the comm's error. */
+int srd_proto_send_bye(struct srd_comm *c, uint8_t flags);
 /* A closing receive comm's notice, posted once; while the provider refuses
  * it (backpressure), posted again at the next call (the caller's wait is
  * bounded by NCCL_SRD_CLOSE_TIMEOUT_MS). A post that fails outright cannot
  * reach the peer: the comm then waits for nothing (peer_lost). */
 void srd_proto_notify_peer(struct srd_comm *c);
 /* A send comm that owes its peer the drained notice sends it once none of
- * its writes is in flight any more. */
+ * its writes is in flight any more; a receive comm whose peer closed
+ * answers once it has taken every message the peer says it sent (the
+ * sender's close waits for that: tcp drops what a peer had not read when
+ * the connection breaks, and the sender's process may exit next). */
 void srd_proto_bye_progress(struct srd_comm *c);
+/* A closing send comm still waits for its receiver's SRD_BYE_TAKEN. */
+bool srd_proto_awaits_taken(const struct srd_comm *c);
 /* Can a write the peer was cleared to do still land in this receive comm's
  * buffers? */
 bool srd_proto_peer_may_write(const struct srd_comm *c);

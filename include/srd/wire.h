@@ -172,14 +172,18 @@ struct srd_msg_trunc {
 };
 
 /* A send comm's notice says, with SRD_BYE_DRAINED, that it posts no more
- * writes and that `writes` of its writes completed: the receiver, closing,
- * waits until that many have landed (DESIGN.md, "Close"). */
+ * writes, that `writes` of its writes completed and that it sent `eagers`
+ * eager messages: the receiver, closing, waits until that many writes have
+ * landed; a receive comm that has taken all of both answers with
+ * SRD_BYE_TAKEN, which the closing sender waits for (DESIGN.md, "Close"). */
 struct srd_msg_bye {
   uint32_t next_seq;
   uint8_t flags;
   uint64_t writes;
+  uint64_t eagers;
 };
 #define SRD_BYE_DRAINED 0x1
+#define SRD_BYE_TAKEN 0x2
 
 struct srd_msg_rail {
   uint8_t rail;   /* the sender's rail index */

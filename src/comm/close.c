@@ -5,11 +5,12 @@
 #include "srd/param.h"
 
 /* Still waiting: operations the provider holds (a send comm's writes, then
- * its notice), or writes the peer completed that have not landed here yet
+ * its notice), writes the peer completed that have not landed here yet, or
+ * a send comm's peer that has not said it took all we sent
  * (src/proto/bye.c). A notice the provider refuses is posted again while
  * the wait lasts. */
 static bool close_busy(struct srd_comm *c) {
-  return c->ops_in_flight > 0 || srd_proto_peer_may_write(c);
+  return c->ops_in_flight > 0 || srd_proto_peer_may_write(c) || srd_proto_awaits_taken(c);
 }
 
 void srd_comm_close(struct srd_comm *c) {
@@ -38,7 +39,7 @@ void srd_comm_close(struct srd_comm *c) {
     srd_dev_wait_step(dev);
   }
   /* Writes that outlived the wait: the peer's receives must still fail. */
-  if (c->is_send && c->bye_due && !c->bye_sent) srd_proto_send_bye(c, false);
+  if (c->is_send && c->bye_due && !c->bye_sent) srd_proto_send_bye(c, 0);
   if (srd_proto_peer_may_write(c)) {
     char what[96];
     if (c->peer_drained)
@@ -49,6 +50,10 @@ void srd_comm_close(struct srd_comm *c) {
     SRD_WARN("recv comm %#x closed while writes its peer was cleared to do may still land in its buffers: %s within "
              "NCCL_SRD_CLOSE_TIMEOUT_MS=%llu", c->id, what, (unsigned long long)timeout);
   }
+  if (srd_proto_awaits_taken(c))
+    SRD_WARN("send comm %#x closed before its peer said it took the %llu eager message(s) and %llu write(s) sent "
+             "within NCCL_SRD_CLOSE_TIMEOUT_MS=%llu: on tcp, any of it not read yet is lost once this process exits",
+             c->id, (unsigned long long)c->eagers, (unsigned long long)c->writes_done, (unsigned long long)timeout);
   if (c->ops_in_flight > 0) {
     SRD_WARN("comm %#x closed with %d operations still held by the provider; freed when they complete", c->id,
              c->ops_in_flight);

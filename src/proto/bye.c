@@ -6,24 +6,29 @@
  * sender stops posting writes and, once its posted writes completed,
  * answers with its count of them (SRD_BYE_DRAINED); the receiver returns
  * when as many writes have landed. A sender that closes first sends that
- * notice on its own. */
+ * notice on its own, with its count of eager messages, and waits until the
+ * receiver answers that it took them all and the writes (SRD_BYE_TAKEN):
+ * what the sender's process wrote into a tcp socket is gone if the receiver
+ * writes to it after that process exited, before reading it. */
 #include "srd/log.h"
 #include "srd/param.h"
 #include "srd/proto.h"
 
 struct bye_arg {
   const struct srd_comm *c;
-  bool drained;
+  uint8_t flags;
 };
 
 static size_t encode_bye(void *buf, size_t cap, const void *arg) {
   const struct bye_arg *a = arg;
-  struct srd_msg_bye b = {a->c->next_seq, a->drained ? SRD_BYE_DRAINED : 0, a->drained ? a->c->writes_done : 0};
-  return srd_msg_encode_bye(buf, cap, a->c->peer_id, &b);
+  const struct srd_comm *c = a->c;
+  bool drained = a->flags & SRD_BYE_DRAINED;
+  struct srd_msg_bye b = {c->next_seq, a->flags, drained ? c->writes_done : 0, drained ? c->eagers : 0};
+  return srd_msg_encode_bye(buf, cap, c->peer_id, &b);
 }
 
-int srd_proto_send_bye(struct srd_comm *c, bool drained) {
-  struct bye_arg a = {c, drained};
+int srd_proto_send_bye(struct srd_comm *c, uint8_t flags) {
+  struct bye_arg a = {c, flags};
   int rc = srd_comm_send_ctrl(c, FI_ADDR_UNSPEC, encode_bye, &a, NULL);
   if (rc == SRD_OK) c->bye_sent = true;
   return rc;
@@ -31,12 +36,26 @@ int srd_proto_send_bye(struct srd_comm *c, bool drained) {
 
 void srd_proto_notify_peer(struct srd_comm *c) {
   if (c->bye_sent || c->peer_closed || c->peer_lost || !c->ready) return;
-  int rc = srd_proto_send_bye(c, false);
+  int rc = srd_proto_send_bye(c, 0);
   if (rc != SRD_OK && rc != SRD_AGAIN) c->peer_lost = true;
 }
 
+/* Has a receive comm taken everything its drained peer sent? */
+static bool took_all(const struct srd_comm *c) {
+  return c->peer_drained && c->eagers >= c->peer_eagers && c->writes_done >= c->peer_writes;
+}
+
 void srd_proto_bye_progress(struct srd_comm *c) {
-  if (c->bye_due && !c->bye_sent && c->writes_in_flight == 0) srd_proto_send_bye(c, true);
+  if (c->bye_sent) return;
+  if (c->is_send) {
+    if (c->bye_due && c->writes_in_flight == 0) srd_proto_send_bye(c, SRD_BYE_DRAINED);
+  } else if (!c->peer_lost && took_all(c)) {
+    srd_proto_send_bye(c, SRD_BYE_TAKEN);
+  }
+}
+
+bool srd_proto_awaits_taken(const struct srd_comm *c) {
+  return c->is_send && c->bye_sent && !c->peer_closed && !c->peer_lost;
 }
 
 bool srd_proto_peer_may_write(const struct srd_comm *c) {
@@ -66,6 +85,7 @@ static void receiver_on_bye(struct srd_comm *c, const struct srd_msg_bye *m) {
   if (m->flags & SRD_BYE_DRAINED) {
     c->peer_drained = true;
     c->peer_writes = m->writes;
+    c->peer_eagers = m->eagers;
   }
   int failed = 0;
   for (int i = 0; i < SRD_REQS_PER_COMM; i++) {
@@ -78,6 +98,7 @@ static void receiver_on_bye(struct srd_comm *c, const struct srd_msg_bye *m) {
   if (failed)
     SRD_WARN("recv comm %#x: the peer closed its send comm after %u messages; %d receive(s) fail", c->id,
              m->next_seq, failed);
+  srd_proto_bye_progress(c);
 }
 
 void srd_proto_on_bye(struct srd_comm *c, const struct srd_msg_bye *m) {

@@ -18,8 +18,9 @@ void srd_recv_finish(struct srd_req *r) {
   srd_req_finish(r, r->result);
 }
 
-/* Eager data for entry-matching by tag, as the sender matched the CTS. */
-static void deliver_eager(struct srd_req *r, int32_t tag, uint32_t len, const void *data) {
+/* Eager data for entry-matching by tag, as the sender matched the CTS.
+ * False when it was not taken: a second copy, dropped, or a comm failed. */
+static bool deliver_eager(struct srd_req *r, int32_t tag, uint32_t len, const void *data) {
   struct srd_comm *c = r->comm;
   for (int i = 0; i < r->n; i++) {
     struct srd_recv_entry *e = &r->e[i];
@@ -36,15 +37,16 @@ static void deliver_eager(struct srd_req *r, int32_t tag, uint32_t len, const vo
     /* Its clear-to-send was not needed: wait for the sender to ask next time. */
     if (r->cts_sent) srd_recv_comm(c)->cts_on_request = true;
     entry_complete(r, e);
-    return;
+    return true;
   }
   /* A copy that sat on a dead link and came late (perhaps before the notice
    * of that link's failure). */
   if (c->failover_seen || c->dev->failover) {
     c->traffic.dropped++;
-    return;
+    return false;
   }
   srd_comm_fail(c, SRD_ERR_REMOTE, "eager message with tag %d matches no buffer of receive %u", tag, r->seq);
+  return false;
 }
 
 /* The open receive whose group holds sequence seq (at most
@@ -57,10 +59,16 @@ static struct srd_req *recv_for_seq(struct srd_comm *c, uint32_t seq) {
   return NULL;
 }
 
+/* Counted for the closed sender, which waits until all it sent is taken. */
+static void took_eager(struct srd_comm *c) {
+  c->eagers++;
+  if (c->peer_closed) srd_proto_bye_progress(c);
+}
+
 void srd_proto_on_eager(struct srd_comm *c, const struct srd_msg_eager *m) {
   struct srd_req *r = recv_for_seq(c, m->seq);
   if (r) {
-    deliver_eager(r, m->tag, m->len, m->data);
+    if (deliver_eager(r, m->tag, m->len, m->data)) took_eager(c);
     return;
   }
   /* Kept only within the window of sequences a sender can be ahead by (the
@@ -94,6 +102,7 @@ void srd_proto_on_eager(struct srd_comm *c, const struct srd_msg_eager *m) {
   u->next = rc->unexpected;
   rc->unexpected = u;
   rc->nunexpected++;
+  took_eager(c);
 }
 
 void srd_proto_on_trunc(struct srd_comm *c, const struct srd_msg_trunc *m) {
@@ -126,6 +135,7 @@ static bool names_completed_receive(struct srd_comm *c, const struct srd_req *r,
  * the copy: it travels on another rail). */
 void srd_proto_on_write(struct srd_comm *c, struct srd_imm imm, size_t len) {
   c->writes_done++;
+  if (c->peer_closed) srd_proto_bye_progress(c); /* a closed sender waits for its writes to land */
   if (c->closing) return; /* the close waits for it: its receive was failed already */
   uint32_t i = imm.slot & ((1u << SRD_SLOT_BITS) - 1);
   struct srd_req *r = c->reqs[i];

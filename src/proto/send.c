@@ -347,6 +347,7 @@ static int send_eager(struct srd_comm *c, const void *data, size_t size, int tag
   }
   srd_send_comm(c)->sent_tag[c->next_seq % SRD_SENT_TAGS] = tag;
   c->next_seq++;
+  c->eagers++;
   c->traffic.eager++;
   SRD_STAT(SRD_STAT_EAGER_SENT);
   *out = r;

@@ -48,7 +48,8 @@ static const struct srd_param_desc table[SRD_PARAM_COUNT] = {
                                    "silence after which a comm with requests in flight fails (0: never; a dead "
                                    "peer is found by evidence, not by silence)"},
     [SRD_PARAM_CLOSE_TIMEOUT_MS] = {"NCCL_SRD_CLOSE_TIMEOUT_MS", 0, 5000, 0, 600000,
-                                    "how long close waits for operations already handed to the NIC"},
+                                    "how long close waits for operations already handed to the NIC, writes the peer was "
+                                    "cleared to do, and a send comm's receiver saying it took everything"},
     [SRD_PARAM_FAILOVER] = {"NCCL_SRD_FAILOVER", 0, 1, 0, 1,
                             "1: a failed rail's stripes move to the others and only the last rail's loss fails comms; "
                             "0: any failed rail fails every comm of its device"},

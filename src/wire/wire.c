@@ -184,6 +184,7 @@ size_t srd_msg_encode_bye(void *buf, size_t cap, uint32_t dst_comm, const struct
   put(&c, b->next_seq, 4);
   put(&c, b->flags, 1);
   put(&c, b->writes, 8);
+  put(&c, b->eagers, 8);
   return written(&c, buf);
 }
 
@@ -346,8 +347,11 @@ int srd_msg_decode(const void *buf, size_t len, struct srd_msg *m, const char **
     m->u.bye.next_seq = (uint32_t)get(&c, 4);
     m->u.bye.flags = (uint8_t)get(&c, 1);
     m->u.bye.writes = get(&c, 8);
+    m->u.bye.eagers = get(&c, 8);
     if (c.bad) return *why = "truncated close notice", -1;
-    if (m->u.bye.flags & ~SRD_BYE_DRAINED) return *why = "unknown close notice flags", -1;
+    if (m->u.bye.flags & ~(SRD_BYE_DRAINED | SRD_BYE_TAKEN)) return *why = "unknown close notice flags", -1;
+    if ((m->u.bye.flags & SRD_BYE_DRAINED) && (m->u.bye.flags & SRD_BYE_TAKEN))
+      return *why = "close notice both from a sender (drained) and a receiver (taken)", -1;
     break;
   case SRD_MSG_RAIL:
     m->u.rail.rail = (uint8_t)get(&c, 1);

@@ -120,6 +120,54 @@ static int send_pending(int rank, int nranks, void *arg) {
   return 0;
 }
 
+/* The sender sends eagerly, closes and goes on (here: sleeps, then exits)
+ * while the receiver is slow: it posts its receive (the clear-to-send that
+ * goes out reaches the sender after the sender's close) and calls in again
+ * only later. When the sender's process ends with that clear-to-send
+ * unread, tcp resets the connection, and the receiver's provider drops what
+ * it had not read: the message, although it left before the close. So the
+ * sender's close waits until the receiver says it took everything. */
+#define EXIT_AFTER_MS 200
+static int send_exit(int rank, int nranks, void *arg) {
+  st_setup(arg, st_version(VERSION));
+  void *comm = st_pair_comm(rank, 0, 1, SETUP_MS), *mh = NULL;
+  unsigned char *buf = st_alloc(4096);
+  ST_NCCL(st_net_reg_mr(comm, buf, 4096, &mh));
+  if (rank == 1) signal_peer(0, 'c');
+  else await_peer(1, 'c');
+  if (rank == 1) {
+    void *req = NULL;
+    st_pattern_fill(buf, 1024, 5);
+    ncclResult_t rc = ncclSuccess;
+    enum st_wait w = st_isend_wait(comm, buf, 1024, 0, mh, &req, SETUP_MS, &rc);
+    ST_CHECK(w == ST_DONE, "eager isend: %s (rc %d)", w == ST_TIMEOUT ? "never accepted" : "error", (int)rc);
+    int done = 0;
+    w = st_test_wait(req, &done, SETUP_MS, &rc);
+    ST_CHECK(w == ST_DONE, "eager send: %s (rc %d)", w == ST_TIMEOUT ? "not done" : "error", (int)rc);
+    close_comm(rank, 0, comm, mh);
+    st_sleep_ms(EXIT_AFTER_MS);
+  } else {
+    st_sleep_ms(EXIT_AFTER_MS / 2);
+    void *req = NULL, *data = buf;
+    size_t size = 4096;
+    int tag = 0, got = -1;
+    ncclResult_t rc = ncclSuccess;
+    enum st_wait w = st_irecv_wait(comm, 1, &data, &size, &tag, &mh, &req, SETUP_MS, &rc);
+    ST_CHECK(w == ST_DONE, "irecv: %s (rc %d)", w == ST_TIMEOUT ? "never accepted" : "error", (int)rc);
+    st_sleep_ms(3 * EXIT_AFTER_MS / 2);
+    w = st_test_wait(req, &got, RESOLVE_MS, &rc);
+    ST_CHECK(w == ST_DONE, "a message sent before its sender closed and exited was lost (%s, rc %d)",
+             w == ST_TIMEOUT ? "no answer" : "error", (int)rc);
+    ST_CHECK(got == 1024, "the receive completed reporting %d bytes, sent 1024", got);
+    size_t bad = st_pattern_check(buf, 1024, 5);
+    ST_CHECK(bad == SIZE_MAX, "the receive completed with a wrong byte at offset %zu", bad);
+    close_comm(rank, 0, comm, mh);
+  }
+  st_free(buf, 4096);
+  ST_NCCL(st_net_finalize());
+  return 0;
+}
+
 /* Both sides close with 32 one-MiB transfers under way. */
 #define NREQ 32
 static int mid_transfer(int rank, int nranks, void *arg) {
@@ -315,6 +363,7 @@ static int run2(const struct st_ctx *ctx, st_rank_fn fn) {
 
 static int case_recv_pending(const struct st_ctx *ctx) { return run2(ctx, recv_pending); }
 static int case_send_pending(const struct st_ctx *ctx) { return run2(ctx, send_pending); }
+static int case_send_exit(const struct st_ctx *ctx) { return run2(ctx, send_exit); }
 static int case_mid_transfer(const struct st_ctx *ctx) { return run2(ctx, mid_transfer); }
 static int case_peer_closed(const struct st_ctx *ctx) { return run2(ctx, peer_closed); }
 static int case_close_late_writes(const struct st_ctx *ctx) { return run2(ctx, close_late_writes); }
@@ -324,10 +373,11 @@ int main(int argc, char **argv) {
   static const struct st_case cases[] = {
       {"close-recv-pending", case_recv_pending},
       {"close-send-pending", case_send_pending},
+      {"close-send-exit", case_send_exit},
       {"close-mid-transfer", case_mid_transfer},
       {"close-peer-closed", case_peer_closed},
       {"close-recv-late-writes", case_close_late_writes},
       {"dereg-recv-late-writes", case_dereg_late_writes},
   };
-  return st_main(argc, argv, cases, 6);
+  return st_main(argc, argv, cases, 7);
 }

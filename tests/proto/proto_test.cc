@@ -358,6 +358,13 @@ class Proto : public ::testing::Test {
     g.sends.erase(g.sends.begin() + static_cast<long>(i));
     m.buf->op.done(&m.buf->op, err, err ? "fake failure" : nullptr);
   }
+  // The flags of the close notice g.sends[i]; -1 when it is something else.
+  int sent_bye_flags(size_t i) {
+    srd_msg m;
+    const char *why = nullptr;
+    const Sent &x = g.sends.at(i);
+    return srd_msg_decode(x.buf->data, x.len, &m, &why) || m.type != SRD_MSG_BYE ? -1 : m.u.bye.flags;
+  }
   int sent_type(size_t i) {
     srd_msg m;
     const char *why = nullptr;
@@ -410,12 +417,17 @@ class Proto : public ::testing::Test {
   }
   // One message of one write from s to r, landed and completed on both
   // sides; the write as the fake recorded it, to be played again late.
-  Write one_landed_message(std::vector<char> &out, Reg &ro, std::vector<char> &in, Reg &ri, srd_req **rr,
-                           srd_req **sr) {
+  // A receive of in, cleared, and a send of out into it: its writes posted,
+  // none landed.
+  void cleared_send(std::vector<char> &out, Reg &ro, std::vector<char> &in, Reg &ri, srd_req **rr, srd_req **sr) {
     Reg *regs[] = {&ri};
     *rr = irecv(1, &in, regs, nullptr);
     deliver_and_complete_sends();
     *sr = isend(out, ro, out.size(), 0);
+  }
+  Write one_landed_message(std::vector<char> &out, Reg &ro, std::vector<char> &in, Reg &ri, srd_req **rr,
+                           srd_req **sr) {
+    cleared_send(out, ro, in, ri, rr, sr);
     EXPECT_EQ(1u, g.writes.size());
     Write w = g.writes.front();
     deliver_write(0);
@@ -1197,7 +1209,7 @@ TEST_F(TwoRails, HeldReceiveCompletesOnceAClosedSendersWritesLanded) {
   srd_req_release(sr);
   while (!g.sends.empty()) complete_send(0); // SETTLED, lost
   ASSERT_FALSE(rr->done);
-  ASSERT_EQ(SRD_OK, srd_proto_send_bye(s, true)); // as the send comm closes after its writes
+  ASSERT_EQ(SRD_OK, srd_proto_send_bye(s, SRD_BYE_DRAINED)); // as the send comm closes after its writes
   deliver_send(0);
   complete_send(0);
   srd_dev_check_rails(&b, srd_now_ms() + 1000);
@@ -1730,10 +1742,8 @@ TEST_F(Proto, NoControlBufferMeansTryLater) {
 TEST_F(Proto, CloseWhileInFlightWaitsForTheProvider) {
   std::vector<char> out = pattern(8192, 12), in(8192);
   Reg ro(out), ri(in);
-  Reg *regs[] = {&ri};
-  srd_req *rr = irecv(1, &in, regs, nullptr);
-  deliver_and_complete_sends();
-  srd_req *sr = isend(out, ro, out.size(), 0);
+  srd_req *rr = nullptr, *sr = nullptr;
+  cleared_send(out, ro, in, ri, &rr, &sr);
   ASSERT_TRUE(sr);
   ASSERT_EQ(2u, g.writes.size());
   srd_comm *closing = s;
@@ -1763,10 +1773,8 @@ TEST_F(Proto, CloseWhileInFlightWaitsForTheProvider) {
 TEST_F(Proto, CloseNoticeIsAnsweredWithTheWritesOnceTheyAreOver) {
   std::vector<char> out = pattern(16384, 14), in(16384);
   Reg ro(out), ri(in);
-  Reg *regs[] = {&ri};
-  srd_req *rr = irecv(1, &in, regs, nullptr);
-  deliver_and_complete_sends();
-  srd_req *sr = isend(out, ro, out.size(), 0);
+  srd_req *rr = nullptr, *sr = nullptr;
+  cleared_send(out, ro, in, ri, &rr, &sr);
   ASSERT_TRUE(sr);
   ASSERT_EQ(4u, g.writes.size());
   std::vector<Write> held(g.writes.begin(), g.writes.end());
@@ -1825,11 +1833,15 @@ TEST_F(Proto, ReceiveAfterTheSendersCloseNoticeFailsAtOnce) {
   ASSERT_TRUE(waiting);
   EXPECT_FALSE(waiting->done);
   while (!g.sends.empty()) complete_send(0); // its clear-to-send, which the closed sender ignores
-  ASSERT_EQ(SRD_OK, srd_proto_send_bye(s, true)); // as a send comm closes after its writes
+  ASSERT_EQ(SRD_OK, srd_proto_send_bye(s, SRD_BYE_DRAINED)); // as a send comm closes after its writes
   ASSERT_EQ(1u, g.sends.size());
   deliver_send(0);
   complete_send(0);
   EXPECT_TRUE(r->peer_closed);
+  ASSERT_EQ(1u, g.sends.size()) << "no answer to the sender's close notice";
+  EXPECT_EQ(SRD_BYE_TAKEN, sent_bye_flags(0));
+  deliver_send(0);
+  complete_send(0);
   EXPECT_TRUE(waiting->done) << "a receive for a message never sent still waits";
   EXPECT_EQ(SRD_ERR_REMOTE, waiting->result);
   void *data[] = {late.data()};
@@ -1842,6 +1854,102 @@ TEST_F(Proto, ReceiveAfterTheSendersCloseNoticeFailsAtOnce) {
   EXPECT_TRUE(g.sends.empty()) << "a clear-to-send went to a closed sender";
   srd_req_release(first);
   srd_req_release(waiting);
+  srd_req_release(sr);
+}
+
+// A closing sender waits until its receiver says it took every eager
+// message and write it sent (SRD_BYE_TAKEN): its process may exit next, and
+// tcp drops what the receiver had not read when the connection then breaks.
+// The notice can overtake the messages (efa delivers out of order): the
+// receiver answers only once the last of them is here, kept or delivered.
+TEST_F(Proto, ClosedSenderIsToldOnceEverythingItSentIsTaken) {
+  std::vector<char> first = pattern(100, 31), second = pattern(200, 32), in(4096);
+  Reg ra(first), rb(second), ri(in);
+  srd_req *s1 = isend(first, ra, first.size(), 0);
+  srd_req *s2 = isend(second, rb, second.size(), 0);
+  ASSERT_TRUE(s1 && s2);
+  ASSERT_EQ(2u, g.sends.size());
+  ASSERT_EQ(SRD_OK, srd_proto_send_bye(s, SRD_BYE_DRAINED));
+  EXPECT_TRUE(srd_proto_awaits_taken(s));
+  ASSERT_EQ(3u, g.sends.size());
+  deliver_send(2); // the notice first
+  complete_send(2);
+  EXPECT_TRUE(r->peer_closed);
+  EXPECT_EQ(2u, g.sends.size()) << "taken answered while two eager messages are still on their way";
+  deliver_send(1);
+  complete_send(1);
+  EXPECT_EQ(1u, g.sends.size()) << "taken answered while an eager message is still on its way";
+  deliver_send(0);
+  complete_send(0);
+  ASSERT_EQ(1u, g.sends.size()) << "no answer once everything the sender sent was kept";
+  EXPECT_EQ(SRD_BYE_TAKEN, sent_bye_flags(0));
+  deliver_send(0);
+  complete_send(0);
+  EXPECT_FALSE(srd_proto_awaits_taken(s));
+  Reg *regs[] = {&ri};
+  srd_req *rr = irecv(1, &in, regs, nullptr);
+  ASSERT_TRUE(rr && rr->done) << "a message kept before the answer is still delivered";
+  EXPECT_EQ(0, memcmp(in.data(), first.data(), first.size()));
+  srd_req_release(rr);
+  srd_req_release(s1);
+  srd_req_release(s2);
+}
+
+// Writes likewise: the notice counts the sender's completed writes, and the
+// answer waits until as many have landed.
+TEST_F(Proto, ClosedSenderIsToldTakenOnlyOnceItsWritesLanded) {
+  std::vector<char> out = pattern(16384, 33), in(16384);
+  Reg ro(out), ri(in);
+  srd_req *rr = nullptr, *sr = nullptr;
+  cleared_send(out, ro, in, ri, &rr, &sr);
+  ASSERT_TRUE(sr);
+  ASSERT_EQ(4u, g.writes.size());
+  std::vector<Write> held(g.writes.begin(), g.writes.end());
+  while (!g.writes.empty()) complete_write(0); // completed at the sender, not landed yet
+  ASSERT_TRUE(sr->done);
+  ASSERT_EQ(SRD_OK, srd_proto_send_bye(s, SRD_BYE_DRAINED));
+  deliver_send(0);
+  complete_send(0);
+  EXPECT_TRUE(g.sends.empty()) << "taken answered while the sender's writes have not landed";
+  auto land = [&](const Write &w) {
+    memcpy(reinterpret_cast<void *>(w.raddr), w.src, w.len);
+    srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], w.imm, w.len, kFromA);
+  };
+  for (size_t i = 0; i < 3; i++) land(held[i]);
+  EXPECT_TRUE(g.sends.empty()) << "taken answered with one of four writes still on its way";
+  land(held[3]);
+  ASSERT_EQ(1u, g.sends.size());
+  EXPECT_EQ(SRD_BYE_TAKEN, sent_bye_flags(0));
+  EXPECT_TRUE(rr->done);
+  EXPECT_EQ(0, memcmp(in.data(), out.data(), out.size()));
+  deliver_send(0);
+  complete_send(0);
+  EXPECT_FALSE(srd_proto_awaits_taken(s));
+  srd_req_release(rr);
+  srd_req_release(sr);
+}
+
+// After the answer the sender may be gone: a control message that then
+// fails (here the answer itself) costs the receiver nothing it took.
+TEST_F(Proto, FailureAfterTakenKeepsWhatWasTaken) {
+  std::vector<char> msg = pattern(100, 34), in(4096);
+  Reg rm(msg), ri(in);
+  srd_req *sr = isend(msg, rm, msg.size(), 0);
+  ASSERT_EQ(SRD_OK, srd_proto_send_bye(s, SRD_BYE_DRAINED));
+  for (int i = 0; i < 2; i++) {
+    deliver_send(0);
+    complete_send(0);
+  }
+  ASSERT_EQ(1u, g.sends.size());
+  EXPECT_EQ(SRD_BYE_TAKEN, sent_bye_flags(0));
+  complete_send(0, -FI_ECONNRESET);
+  EXPECT_EQ(0, r->result) << "the receive comm failed after it took everything";
+  Reg *regs[] = {&ri};
+  srd_req *rr = irecv(1, &in, regs, nullptr);
+  ASSERT_TRUE(rr && rr->done);
+  EXPECT_EQ(0, rr->result);
+  EXPECT_EQ(0, memcmp(in.data(), msg.data(), msg.size()));
+  srd_req_release(rr);
   srd_req_release(sr);
 }
 

@@ -114,7 +114,7 @@ static size_t random_msg(uint64_t *s, char *msg, uint32_t dst) {
   case 2:
     return srd_msg_encode_trunc(msg, ROGUE_BUF, dst, seq, rnd(s));
   case 3: {
-    struct srd_msg_bye b = {(uint32_t)rnd(s), (uint8_t)(rnd(s) % 2), rnd(s) % 1000};
+    struct srd_msg_bye b = {(uint32_t)rnd(s), (uint8_t)(rnd(s) % 3), rnd(s) % 1000, rnd(s) % 1000};
     return srd_msg_encode_bye(msg, ROGUE_BUF, dst, &b);
   }
   case 4: {

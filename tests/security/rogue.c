@@ -414,7 +414,7 @@ static int forged(int rank, int nranks, void *arg) {
     memcpy(msg + len, junk, sizeof junk);
     srd_msg_set_token(msg, 0x1234);
     rogue_send(&r, v, msg, len + sizeof junk, OP_MS);
-    struct srd_msg_bye bye = {0, 0, 0};
+    struct srd_msg_bye bye = {0, 0, 0, 0};
     len = srd_msg_encode_bye(msg, sizeof msg, id, &bye);
     srd_msg_set_token(msg, 0);
     rogue_send(&r, v, msg, len, OP_MS);

@@ -417,9 +417,10 @@ std::vector<uint8_t> encode_rts(uint32_t dst, uint32_t seq) {
   return buf;
 }
 
-std::vector<uint8_t> encode_bye(uint32_t dst, uint32_t next_seq, uint8_t flags = 0, uint64_t writes = 0) {
+std::vector<uint8_t> encode_bye(uint32_t dst, uint32_t next_seq, uint8_t flags = 0, uint64_t writes = 0,
+                                uint64_t eagers = 0) {
   std::vector<uint8_t> buf(256);
-  struct srd_msg_bye b = {next_seq, flags, writes};
+  struct srd_msg_bye b = {next_seq, flags, writes, eagers};
   buf.resize(srd_msg_encode_bye(buf.data(), buf.size(), dst, &b));
   return buf;
 }
@@ -622,16 +623,23 @@ TEST(Msg, TruncPingByeRoundTrip) {
   EXPECT_EQ(SRD_MSG_PING, m.type);
   EXPECT_EQ(static_cast<uint32_t>(SRD_MAX_COMMS - 1), m.dst_comm);
 
-  std::vector<uint8_t> b = encode_bye(3, 123456789, SRD_BYE_DRAINED, UINT64_MAX - 2);
-  ASSERT_EQ(kHeader + 13, b.size());
+  std::vector<uint8_t> b = encode_bye(3, 123456789, SRD_BYE_DRAINED, UINT64_MAX - 2, UINT64_MAX - 5);
+  ASSERT_EQ(kHeader + 21, b.size());
   ASSERT_EQ(0, decode(b, b.size(), &m, &why)) << (why ? why : "");
   EXPECT_EQ(SRD_MSG_BYE, m.type);
   EXPECT_EQ(3u, m.dst_comm);
   EXPECT_EQ(123456789u, m.u.bye.next_seq);
   EXPECT_EQ(SRD_BYE_DRAINED, m.u.bye.flags);
   EXPECT_EQ(UINT64_MAX - 2, m.u.bye.writes);
-  std::vector<uint8_t> odd = encode_bye(3, 1, 0x2, 0);
+  EXPECT_EQ(UINT64_MAX - 5, m.u.bye.eagers);
+  std::vector<uint8_t> taken = encode_bye(3, 7, SRD_BYE_TAKEN);
+  ASSERT_EQ(0, decode(taken, taken.size(), &m, &why)) << (why ? why : "");
+  EXPECT_EQ(SRD_BYE_TAKEN, m.u.bye.flags);
+  std::vector<uint8_t> odd = encode_bye(3, 1, 0x4, 0);
   expect_rejected(odd, odd.size(), "unknown close notice flags");
+  odd = encode_bye(3, 1, SRD_BYE_DRAINED | SRD_BYE_TAKEN, 0);
+  expect_rejected(odd, odd.size(), "close notice both from a sender (drained) and a receiver (taken)");
+  expect_rejected(b, b.size() - 1, "truncated close notice");
 
   std::vector<uint8_t> rail(64);
   struct srd_msg_rail down = {31, 0, 1, 0x89abcdefu};
@@ -666,8 +674,8 @@ TEST(Msg, TruncPingByeRoundTrip) {
   EXPECT_EQ(0u, srd_msg_encode_rail(buf.data(), kHeader + 2, 0, &down));
   EXPECT_EQ(0u, srd_msg_encode_trunc(buf.data(), kHeader + 11, 0, 0, 0));
   EXPECT_EQ(0u, srd_msg_encode_ping(buf.data(), kHeader - 1, 0));
-  struct srd_msg_bye zero = {0, 0, 0};
-  EXPECT_EQ(0u, srd_msg_encode_bye(buf.data(), kHeader + 12, 0, &zero));
+  struct srd_msg_bye zero = {0, 0, 0, 0};
+  EXPECT_EQ(0u, srd_msg_encode_bye(buf.data(), kHeader + 20, 0, &zero));
 }
 
 TEST(Msg, ProbeRoundTripAndBadFieldsAreRejected) {
