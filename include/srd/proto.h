@@ -51,6 +51,7 @@ typedef std::atomic<int> atomic_int;
  * (a clear-to-send names them): what a receive comm keeps before its
  * receives, at most this many messages of the eager size. */
 #define SRD_EAGER_WINDOW 64
+#define SRD_QUIET_PEERS 16      /* peers remembered for not answering a close (struct srd_dev) */
 #define SRD_PENDING_REFUSALS 4 /* refusals in a row that end a pass over the pending comms: the provider is full */
 
 struct srd_comm;
@@ -461,6 +462,16 @@ struct srd_dev {
   /* Closed comms the provider still holds operations of: freed when those
    * complete, or when the device closes. */
   struct srd_comm *closed;
+  /* Peers (rail 0 address and process) that did not say they took what a
+   * closing send comm sent within NCCL_SRD_CLOSE_TIMEOUT_MS: a peer that
+   * is not calling in (busy before its own teardown) would cost that wait
+   * once per comm; later closes to it do not wait (src/proto/bye.c). */
+  struct {
+    fi_addr_t addr;
+    uint32_t pid;
+    bool set;
+  } quiet_peers[SRD_QUIET_PEERS];
+  unsigned quiet_next;
 };
 
 /* Access classes of the registration cache: what a buffer is registered
@@ -697,6 +708,11 @@ void srd_proto_notify_peer(struct srd_comm *c);
 void srd_proto_bye_progress(struct srd_comm *c);
 /* A closing send comm still waits for its receiver's SRD_BYE_TAKEN. */
 bool srd_proto_awaits_taken(const struct srd_comm *c);
+/* The receiver of c left an earlier close's wait unanswered (and has not
+ * answered one since): c's close does not wait for it. */
+bool srd_proto_peer_quiet(const struct srd_comm *c);
+/* c's close waited out its bound for the answer: remember its peer. */
+void srd_proto_note_quiet_peer(struct srd_comm *c);
 /* Can a write the peer was cleared to do still land in this receive comm's
  * buffers? */
 bool srd_proto_peer_may_write(const struct srd_comm *c);

@@ -9,8 +9,8 @@
  * a send comm's peer that has not said it took all we sent
  * (src/proto/bye.c). A notice the provider refuses is posted again while
  * the wait lasts. */
-static bool close_busy(struct srd_comm *c) {
-  return c->ops_in_flight > 0 || srd_proto_peer_may_write(c) || srd_proto_awaits_taken(c);
+static bool close_busy(struct srd_comm *c, bool wait_taken) {
+  return c->ops_in_flight > 0 || srd_proto_peer_may_write(c) || (wait_taken && srd_proto_awaits_taken(c));
 }
 
 void srd_comm_close(struct srd_comm *c) {
@@ -32,10 +32,11 @@ void srd_comm_close(struct srd_comm *c) {
    * completed; a send comm says so once its own writes are over. */
   if (c->is_send && c->ready && !c->bye_sent && !c->peer_lost) c->bye_due = true;
   uint64_t timeout = (uint64_t)srd_param_int(SRD_PARAM_CLOSE_TIMEOUT_MS), start = srd_now_ms();
+  bool wait_taken = !srd_proto_peer_quiet(c);
   for (;;) {
     if (c->is_send) srd_proto_bye_progress(c);
     else srd_proto_notify_peer(c);
-    if (!close_busy(c) || srd_now_ms() - start >= timeout) break;
+    if (!close_busy(c, wait_taken) || srd_now_ms() - start >= timeout) break;
     srd_dev_wait_step(dev);
   }
   /* Writes that outlived the wait: the peer's receives must still fail. */
@@ -50,10 +51,17 @@ void srd_comm_close(struct srd_comm *c) {
     SRD_WARN("recv comm %#x closed while writes its peer was cleared to do may still land in its buffers: %s within "
              "NCCL_SRD_CLOSE_TIMEOUT_MS=%llu", c->id, what, (unsigned long long)timeout);
   }
-  if (srd_proto_awaits_taken(c))
-    SRD_WARN("send comm %#x closed before its peer said it took the %llu eager message(s) and %llu write(s) sent "
-             "within NCCL_SRD_CLOSE_TIMEOUT_MS=%llu: on tcp, any of it not read yet is lost once this process exits",
-             c->id, (unsigned long long)c->eagers, (unsigned long long)c->writes_done, (unsigned long long)timeout);
+  if (srd_proto_awaits_taken(c) && wait_taken) {
+    srd_proto_note_quiet_peer(c);
+    SRD_WARN("send comm %#x closed before its peer (process %u) said it took the %llu eager message(s) and %llu "
+             "write(s) sent within NCCL_SRD_CLOSE_TIMEOUT_MS=%llu: on tcp, any of it not read yet is lost once this "
+             "process exits; closes to that peer no longer wait until it answers one",
+             c->id, c->peer_pid, (unsigned long long)c->eagers, (unsigned long long)c->writes_done,
+             (unsigned long long)timeout);
+  } else if (srd_proto_awaits_taken(c)) {
+    SRD_INFO(NCCL_NET, "send comm %#x closed without waiting for its peer (process %u), which left an earlier "
+             "close unanswered", c->id, c->peer_pid);
+  }
   if (c->ops_in_flight > 0) {
     SRD_WARN("comm %#x closed with %d operations still held by the provider; freed when they complete", c->id,
              c->ops_in_flight);

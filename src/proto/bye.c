@@ -58,6 +58,25 @@ bool srd_proto_awaits_taken(const struct srd_comm *c) {
   return c->is_send && c->bye_sent && !c->peer_closed && !c->peer_lost;
 }
 
+static int quiet_slot(const struct srd_comm *c) {
+  const struct srd_dev *dev = c->dev;
+  for (int i = 0; i < SRD_QUIET_PEERS; i++)
+    if (dev->quiet_peers[i].set && dev->quiet_peers[i].addr == c->peer[0] && dev->quiet_peers[i].pid == c->peer_pid)
+      return i;
+  return -1;
+}
+
+bool srd_proto_peer_quiet(const struct srd_comm *c) { return c->ready && quiet_slot(c) >= 0; }
+
+void srd_proto_note_quiet_peer(struct srd_comm *c) {
+  struct srd_dev *dev = c->dev;
+  if (quiet_slot(c) >= 0) return;
+  unsigned i = dev->quiet_next++ % SRD_QUIET_PEERS;
+  dev->quiet_peers[i].addr = c->peer[0];
+  dev->quiet_peers[i].pid = c->peer_pid;
+  dev->quiet_peers[i].set = true;
+}
+
 bool srd_proto_peer_may_write(const struct srd_comm *c) {
   if (c->is_send || c->peer_lost || srd_recv_comm((struct srd_comm *)c)->cleared == 0) return false;
   return !c->peer_drained || c->writes_done < c->peer_writes;
@@ -102,6 +121,10 @@ static void receiver_on_bye(struct srd_comm *c, const struct srd_msg_bye *m) {
 }
 
 void srd_proto_on_bye(struct srd_comm *c, const struct srd_msg_bye *m) {
+  if (c->is_send && (m->flags & SRD_BYE_TAKEN)) {
+    int quiet = quiet_slot(c);
+    if (quiet >= 0) c->dev->quiet_peers[quiet].set = false; /* it answers again */
+  }
   c->peer_closed = true;
   c->peer_final_seq = m->next_seq;
   if (c->is_send) sender_stop(c);

@@ -7,6 +7,7 @@
  * closed is still delivered intact. */
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "srdtest.h"
@@ -164,6 +165,43 @@ static int send_exit(int rank, int nranks, void *arg) {
     close_comm(rank, 0, comm, mh);
   }
   st_free(buf, 4096);
+  ST_NCCL(st_net_finalize());
+  return 0;
+}
+
+/* A receiver that took everything and then stops calling in (busy before
+ * its own teardown) cannot answer a close. The first close to it waits out
+ * NCCL_SRD_CLOSE_TIMEOUT_MS; the sender's later closes to it do not wait
+ * again, so a teardown of many comms costs that wait once, not per comm. */
+#define QUIET_COMMS 3
+#define QUIET_TIMEOUT_MS 3000
+#define QUIET_TIMEOUT_TEXT "3000"
+static int quiet_peer(int rank, int nranks, void *arg) {
+  ST_CHECK(setenv("NCCL_SRD_CLOSE_TIMEOUT_MS", QUIET_TIMEOUT_TEXT, 1) == 0, "setenv failed");
+  st_setup(arg, st_version(VERSION));
+  void *comms[QUIET_COMMS];
+  for (int i = 0; i < QUIET_COMMS; i++) comms[i] = st_pair_comm(rank, 0, 1, SETUP_MS);
+  if (rank == 1) {
+    for (int i = 0; i < QUIET_COMMS; i++) st_send_one(comms[i], 1024, 40 + (uint64_t)i, 0, SETUP_MS);
+    await_peer(0, 'r');
+    int64_t took[QUIET_COMMS];
+    for (int i = 0; i < QUIET_COMMS; i++) {
+      int64_t t0 = st_now_ms();
+      ST_NCCL(st_net_close_send(comms[i]));
+      took[i] = st_now_ms() - t0;
+    }
+    st_note("closes to a receiver that stopped calling in: %lld, %lld, %lld ms", (long long)took[0],
+            (long long)took[1], (long long)took[2]);
+    for (int i = 1; i < QUIET_COMMS; i++)
+      ST_CHECK(took[i] < QUIET_TIMEOUT_MS / 2, "close %d to a peer that left an earlier close unanswered waited %lld ms",
+               i, (long long)took[i]);
+    signal_peer(0, 'x');
+  } else {
+    for (int i = 0; i < QUIET_COMMS; i++) st_recv_one(comms[i], 1024, 40 + (uint64_t)i, 0, SETUP_MS);
+    signal_peer(1, 'r');
+    await_peer(1, 'x');
+    for (int i = 0; i < QUIET_COMMS; i++) ST_NCCL(st_net_close_recv(comms[i]));
+  }
   ST_NCCL(st_net_finalize());
   return 0;
 }
@@ -364,6 +402,7 @@ static int run2(const struct st_ctx *ctx, st_rank_fn fn) {
 static int case_recv_pending(const struct st_ctx *ctx) { return run2(ctx, recv_pending); }
 static int case_send_pending(const struct st_ctx *ctx) { return run2(ctx, send_pending); }
 static int case_send_exit(const struct st_ctx *ctx) { return run2(ctx, send_exit); }
+static int case_quiet_peer(const struct st_ctx *ctx) { return run2(ctx, quiet_peer); }
 static int case_mid_transfer(const struct st_ctx *ctx) { return run2(ctx, mid_transfer); }
 static int case_peer_closed(const struct st_ctx *ctx) { return run2(ctx, peer_closed); }
 static int case_close_late_writes(const struct st_ctx *ctx) { return run2(ctx, close_late_writes); }
@@ -374,10 +413,11 @@ int main(int argc, char **argv) {
       {"close-recv-pending", case_recv_pending},
       {"close-send-pending", case_send_pending},
       {"close-send-exit", case_send_exit},
+      {"close-quiet-peer", case_quiet_peer},
       {"close-mid-transfer", case_mid_transfer},
       {"close-peer-closed", case_peer_closed},
       {"close-recv-late-writes", case_close_late_writes},
       {"dereg-recv-late-writes", case_dereg_late_writes},
   };
-  return st_main(argc, argv, cases, 7);
+  return st_main(argc, argv, cases, 8);
 }

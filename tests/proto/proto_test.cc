@@ -1929,6 +1929,28 @@ TEST_F(Proto, ClosedSenderIsToldTakenOnlyOnceItsWritesLanded) {
   srd_req_release(sr);
 }
 
+// A peer that left a close unanswered is not waited for by the next closes
+// to it (close.c), until it answers one again.
+TEST_F(Proto, QuietPeerIsWaitedForAgainOnceItAnswers) {
+  std::vector<char> msg = pattern(100, 35);
+  Reg rm(msg);
+  srd_req *sr = isend(msg, rm, msg.size(), 0);
+  EXPECT_FALSE(srd_proto_peer_quiet(s));
+  srd_proto_note_quiet_peer(s); // as a close whose wait ran out
+  EXPECT_TRUE(srd_proto_peer_quiet(s));
+  ASSERT_EQ(SRD_OK, srd_proto_send_bye(s, SRD_BYE_DRAINED));
+  for (int i = 0; i < 2; i++) {
+    deliver_send(0);
+    complete_send(0);
+  }
+  ASSERT_EQ(1u, g.sends.size());
+  EXPECT_EQ(SRD_BYE_TAKEN, sent_bye_flags(0));
+  deliver_send(0);
+  complete_send(0);
+  EXPECT_FALSE(srd_proto_peer_quiet(s)) << "a peer that answered is still taken for quiet";
+  srd_req_release(sr);
+}
+
 // After the answer the sender may be gone: a control message that then
 // fails (here the answer itself) costs the receiver nothing it took.
 TEST_F(Proto, FailureAfterTakenKeepsWhatWasTaken) {
