@@ -3,7 +3,7 @@
 #include <string.h>
 
 #define MSG_MAGIC 0x5352u /* "SR" */
-#define MSG_VERSION 8 /* 4: every header carries the destination comm's token; 5: requests to send, rail notices, the close notice counts writes; 6: rail probes answered; 7: the answer carries the write id, the handle names the transport; 8: eager data only within a window of the last clear-to-send, which receives post every half window */
+#define MSG_VERSION 9 /* 4: every header carries the destination comm's token; 5: requests to send, rail notices, the close notice counts writes; 6: rail probes answered; 7: the answer carries the write id, the handle names the transport; 8: eager data only within a window of the last clear-to-send, which receives post every half window; 9: the close notice counts eager messages and is answered once everything was taken */
 #define HANDLE_MAGIC 0x31445253u /* "SRD1" */
 #define HANDLE_TRANSPORT_AT (24 + SRD_NAME_MAX) /* after the header and the longest address */
 _Static_assert(HANDLE_TRANSPORT_AT + SRD_HANDLE_TRANSPORT_MAX <= SRD_HANDLE_SIZE, "the transport fits the handle");

@@ -314,7 +314,7 @@ TEST(Handle, BadMagicIsRejected) {
 TEST(Handle, WrongVersionIsRejected) {
   std::mt19937_64 rng(6);
   std::vector<uint8_t> good = encode_handle(make_handle(rng, 16));
-  for (int v : {0, 1, 2, 3, 4, 255}) {
+  for (int v : {0, 1, 2, 3, 4, 8, 255}) {
     std::vector<uint8_t> bad = good;
     bad[4] = static_cast<uint8_t>(v);
     expect_handle_rejected(bad, "wrong version");
@@ -709,7 +709,7 @@ TEST(Msg, BadHeaderIsRejected) {
     bad[byte] ^= 0x01;
     expect_rejected(bad, bad.size(), "bad magic");
   }
-  for (int v : {0, 1, 2, 3, 4, 255}) {
+  for (int v : {0, 1, 2, 3, 4, 8, 255}) {
     std::vector<uint8_t> bad = good;
     bad[2] = static_cast<uint8_t>(v);
     expect_rejected(bad, bad.size(), "bad version");
