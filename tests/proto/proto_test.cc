@@ -2637,12 +2637,12 @@ class Hello : public Proto {
   uint8_t name[16] = {1, 2, 3};
   srd_msg m{};
   srd_listener *l = nullptr;
+  char handle[SRD_HANDLE_SIZE] = {};
   void SetUp() override {
     Proto::SetUp();
     b.rails[0].ep_name_len = 16;
     b.listener_key = 0x5eedf00d; // cookies are never 0 in a valid handle
     snprintf(b.transport, sizeof b.transport, "tcp");
-    char handle[SRD_HANDLE_SIZE] = {};
     ASSERT_EQ(SRD_OK, srd_listen(&b, handle, &l));
     m.type = SRD_MSG_HELLO;
     m.u.peer = {cookie_of(handle), 0x1234, l->id, 0x10005, 42, 0, 1, 1, 16, 0, name};
@@ -2683,15 +2683,46 @@ TEST_F(Hello, HelloCopiesMakeNoSecondComm) {
   srd_comm_close(c);
 }
 
+// The connecting side: a hello the listener dropped (its places full of a
+// flood's hellos) goes again once the gap has passed, and the copy is served.
+// Without it the connect waits for NCCL_SRD_CONNECT_TIMEOUT_MS and fails.
+TEST_F(Hello, DroppedHelloIsSentAgainAndServed) {
+  a.rails[0].ep_name_len = 16;
+  snprintf(a.transport, sizeof a.transport, "tcp");
+  srd_comm *c = nullptr, *bc = nullptr;
+  ASSERT_EQ(SRD_AGAIN, srd_connect(&a, handle, &c));
+  ASSERT_EQ(1u, g.sends.size());
+  ASSERT_EQ(SRD_MSG_HELLO, sent_type(0));
+  complete_send(0); // delivered, and dropped by a listener with no place
+  usleep(300 * 1000); // past the first gap (250 ms)
+  ASSERT_EQ(SRD_AGAIN, srd_connect(&a, handle, &c));
+  ASSERT_EQ(1u, g.sends.size()) << "a hello the listener dropped was never sent again";
+  ASSERT_EQ(SRD_MSG_HELLO, sent_type(0));
+  srd_dispatch_handlers.on_message(&b, &b.rails[0], g.sends[0].buf->data, g.sends[0].len, 0);
+  complete_send(0);
+  ASSERT_EQ(1, l->nhellos);
+  ASSERT_EQ(SRD_AGAIN, srd_accept(l, &bc)); // the answer posted, to a
+  ASSERT_EQ(1u, g.sends.size());
+  deliver_send(0);
+  complete_send(0);
+  ASSERT_EQ(SRD_OK, srd_accept(l, &bc));
+  ASSERT_TRUE(bc);
+  ASSERT_EQ(SRD_OK, srd_connect(&a, handle, &c));
+  ASSERT_TRUE(c);
+  EXPECT_EQ(bc->id, c->peer_id);
+  srd_comm_close(bc);
+  srd_comm_close(c);
+}
+
 // A copy of a hello whose first was accepted can come after the listener
 // closed (a loaded host, an unordered fabric): dropped without a warning,
 // which users would read as a fault. A hello for no listener of ours warns.
 TEST_F(Hello, HelloForAClosedListenerIsNoWarning) {
   srd_listener *closed = nullptr;
-  char handle[SRD_HANDLE_SIZE] = {};
-  ASSERT_EQ(SRD_OK, srd_listen(&b, handle, &closed));
+  char closed_handle[SRD_HANDLE_SIZE] = {};
+  ASSERT_EQ(SRD_OK, srd_listen(&b, closed_handle, &closed));
   m.u.peer.listener_id = closed->id;
-  m.u.peer.cookie = cookie_of(handle);
+  m.u.peer.cookie = cookie_of(closed_handle);
   srd_close_listen(closed);
   forged_warnings = 0;
   srd_log_set_logger(count_warnings);
