@@ -51,6 +51,8 @@ typedef std::atomic<int> atomic_int;
  * (a clear-to-send names them): what a receive comm keeps before its
  * receives, at most this many messages of the eager size. */
 #define SRD_EAGER_WINDOW 64
+/* Unneeded clear-to-sends in a row after which receives post theirs on request. */
+#define SRD_CTS_UNUSED_MAX 4
 #define SRD_QUIET_PEERS 16      /* peers remembered for not answering a close (struct srd_dev) */
 #define SRD_PENDING_REFUSALS 4 /* refusals in a row that end a pass over the pending comms: the provider is full */
 
@@ -278,11 +280,15 @@ struct srd_recv_comm {
   struct srd_comm base;
   struct srd_unexpected *unexpected;
   int nunexpected;      /* eager messages kept before their receive */
-  /* Receives post no clear-to-send until the sender asks (RTS): set when a
-   * message came eagerly although its clear-to-send had gone out (it was not
-   * needed), cleared by the next RTS. Saves a control message per small
-   * message; costs a large message after small ones one more trip. */
+  /* Receives post no clear-to-send until the sender asks (RTS): set once
+   * SRD_CTS_UNUSED_MAX clear-to-sends in a row were not needed (their
+   * messages came eagerly), cleared by the next RTS. Saves a control message
+   * per small message; costs a large message after small ones one more trip.
+   * A write into a cleared receive (a clear-to-send that was needed) starts
+   * the count again, so traffic that mixes small and large messages keeps
+   * its clear-to-sends ahead of the large ones. */
   bool cts_on_request;
+  uint8_t cts_unused;   /* clear-to-sends in a row whose message came eagerly */
   uint32_t told_seq;    /* the end of the last clear-to-send posted: the sender's eager window starts there */
   bool asked;           /* an RTS named asked_seq before its receive was posted: */
   uint32_t asked_seq;   /* that receive posts its clear-to-send whatever cts_on_request says */

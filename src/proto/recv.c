@@ -34,8 +34,10 @@ static bool deliver_eager(struct srd_req *r, int32_t tag, uint32_t len, const vo
       e->got = len;
       c->traffic.eager++;
     }
-    /* Its clear-to-send was not needed: wait for the sender to ask next time. */
-    if (r->cts_sent) srd_recv_comm(c)->cts_on_request = true;
+    /* Its clear-to-send was not needed: after a few such in a row, wait for
+     * the sender to ask. */
+    struct srd_recv_comm *rcv = srd_recv_comm(c);
+    if (r->cts_sent && ++rcv->cts_unused >= SRD_CTS_UNUSED_MAX) rcv->cts_on_request = true;
     entry_complete(r, e);
     return true;
   }
@@ -177,6 +179,7 @@ void srd_proto_on_write(struct srd_comm *c, struct srd_imm imm, size_t len) {
   c->traffic.writes++;
   if (++e->stripes_seen == e->stripes_total) {
     c->traffic.rendezvous++;
+    srd_recv_comm(c)->cts_unused = 0; /* its clear-to-send was needed */
     entry_complete(r, e);
   }
 }
@@ -185,6 +188,7 @@ void srd_proto_on_write(struct srd_comm *c, struct srd_imm imm, size_t len) {
 void srd_proto_on_rts(struct srd_comm *c, const struct srd_msg_rts *m) {
   struct srd_recv_comm *rcv = srd_recv_comm(c);
   rcv->cts_on_request = false; /* large messages again: post with the receive */
+  rcv->cts_unused = 0;
   struct srd_req *r = recv_for_seq(c, m->seq);
   if (r && !r->done && !r->cts_sent && !r->on_pending) srd_proto_post_cts(r);
   /* Not posted yet: an eager message delivered meanwhile may set

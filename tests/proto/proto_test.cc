@@ -2032,24 +2032,28 @@ TEST_F(Proto, RefusedFlushReadFallsBackToTheDriver) {
   EXPECT_EQ(0, r->reqs_in_flight) << "the request taken for the reads went back";
 }
 
-// A clear-to-send that a small message did not need (it came eagerly) stops
-// the next receives from posting theirs; a message that cannot go eagerly
-// asks for it (RTS), and receives post theirs at once again.
+// SRD_CTS_UNUSED_MAX clear-to-sends in a row that small messages did not
+// need (they came eagerly) stop the next receives from posting theirs; a
+// message that cannot go eagerly asks for it (RTS), and receives post theirs
+// at once again.
 TEST_F(Proto, ClearToSendOnlyWhenAskedAfterSmallMessages) {
   std::vector<char> small = pattern(100, 7), big = pattern(8192, 8), in(8192);
   Reg rs(small), rb(big), ri(in);
   Reg *regs[] = {&ri};
-  srd_req *rr = irecv(1, &in, regs, nullptr);
-  ASSERT_EQ(1u, g.sends.size()) << "a fresh comm posts the clear-to-send with the receive";
-  srd_req *sr = isend(small, rs, small.size(), 0);
-  ASSERT_TRUE(sr);
-  deliver_and_complete_sends();
-  ASSERT_TRUE(rr->done && sr->done);
-  srd_req_release(sr);
-  srd_req_release(rr);
+  srd_req *rr, *sr;
+  for (int i = 0; i < SRD_CTS_UNUSED_MAX; i++) {
+    rr = irecv(1, &in, regs, nullptr);
+    ASSERT_EQ(1u, g.sends.size()) << "receive " << i << " posts its clear-to-send: too few unneeded ones yet";
+    sr = isend(small, rs, small.size(), 0);
+    ASSERT_TRUE(sr);
+    deliver_and_complete_sends();
+    ASSERT_TRUE(rr->done && sr->done);
+    srd_req_release(sr);
+    srd_req_release(rr);
+  }
 
   rr = irecv(1, &in, regs, nullptr);
-  EXPECT_TRUE(g.sends.empty()) << "after an unneeded clear-to-send the next receive posts none";
+  EXPECT_TRUE(g.sends.empty()) << "after unneeded clear-to-sends in a row the next receive posts none";
   EXPECT_EQ(nullptr, isend(big, rb, big.size(), 0, SRD_AGAIN)) << "too large to go eagerly";
   ASSERT_EQ(1u, g.sends.size());
   EXPECT_EQ(SRD_MSG_RTS, sent_type(0));
@@ -2094,12 +2098,16 @@ TEST_F(Proto, RequestToSendBeforeItsReceiveIsRemembered) {
   std::vector<char> small = pattern(100, 10), big = pattern(8192, 11), in1(8192), in2(8192);
   Reg rs(small), rb(big), r1(in1), r2(in2);
   Reg *regs1[] = {&r1}, *regs2[] = {&r2};
-  srd_req *rr = irecv(1, &in1, regs1, nullptr);
-  srd_req *sr = isend(small, rs, small.size(), 0);
-  deliver_and_complete_sends();
-  ASSERT_TRUE(rr->done && sr->done);
-  srd_req_release(sr);
-  srd_req_release(rr);
+  srd_req *rr, *sr;
+  for (int i = 0; i < SRD_CTS_UNUSED_MAX; i++) {
+    rr = irecv(1, &in1, regs1, nullptr);
+    sr = isend(small, rs, small.size(), 0);
+    deliver_and_complete_sends();
+    ASSERT_TRUE(rr->done && sr->done);
+    srd_req_release(sr);
+    srd_req_release(rr);
+  }
+  ASSERT_TRUE(srd_recv_comm(r)->cts_on_request);
 
   sr = isend(small, rs, small.size(), 0);
   ASSERT_TRUE(sr);
@@ -2193,8 +2201,37 @@ TEST_F(Proto, ReceivesOnRequestPostAClearToSendEveryHalfWindow) {
     srd_req_release(sr);
     srd_req_release(rr);
   }
-  // The first receive's (a fresh comm posts it), then one per half window.
-  EXPECT_EQ(1 + (msgs - 1) / (SRD_EAGER_WINDOW / 2), ctss);
+  // The first SRD_CTS_UNUSED_MAX receives' (unneeded, not yet enough in a
+  // row), then one per half window.
+  EXPECT_EQ(SRD_CTS_UNUSED_MAX + (msgs - SRD_CTS_UNUSED_MAX) / (SRD_EAGER_WINDOW / 2), ctss);
+}
+
+// Traffic that mixes small and large messages, as NCCL's steps do (eager
+// ones between the larger ones): receives keep posting their clear-to-sends
+// with the receive, so no large message waits to ask for one.
+TEST_F(Proto, MixedTrafficKeepsClearToSendsAhead) {
+  std::vector<char> small = pattern(100, 15), big = pattern(8192, 16), in(8192);
+  Reg rs(small), rb(big), ri(in);
+  Reg *regs[] = {&ri};
+  for (int i = 0; i < 4 * SRD_CTS_UNUSED_MAX; i++) {
+    const bool large = i % SRD_CTS_UNUSED_MAX == SRD_CTS_UNUSED_MAX - 1; // the most small ones in a row that keep it
+    srd_req *rr = irecv(1, &in, regs, nullptr);
+    ASSERT_EQ(1u, g.sends.size()) << "receive " << i << " posted no clear-to-send";
+    EXPECT_EQ(SRD_MSG_CTS, sent_type(0));
+    deliver_and_complete_sends();
+    srd_req *sr = large ? isend(big, rb, big.size(), 0) : isend(small, rs, small.size(), 0);
+    ASSERT_TRUE(sr) << "message " << i << " waited for its clear-to-send";
+    deliver_and_complete_sends();
+    while (!g.writes.empty()) {
+      deliver_write(0);
+      complete_write(0);
+    }
+    ASSERT_TRUE(rr->done && sr->done) << "message " << i;
+    EXPECT_EQ(0, memcmp(in.data(), large ? big.data() : small.data(), large ? big.size() : small.size()));
+    srd_req_release(sr);
+    srd_req_release(rr);
+  }
+  EXPECT_FALSE(srd_recv_comm(r)->cts_on_request);
 }
 
 // A message that finds no clear-to-send asks for it at once, once per
