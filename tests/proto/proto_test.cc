@@ -2118,9 +2118,13 @@ TEST_F(Proto, RequestToSendBeforeItsReceiveIsRemembered) {
   complete_send(1);
   rr = irecv(1, &in1, regs1, nullptr);
   ASSERT_EQ(2u, g.sends.size()) << "after the RTS the receive posts its clear-to-send";
+  // As if SRD_CTS_UNUSED_MAX - 1 unneeded clear-to-sends had followed the
+  // RTS, so that the eager message below switches to on request.
+  srd_recv_comm(r)->cts_unused = SRD_CTS_UNUSED_MAX - 1;
   deliver_send(0); // then the eager message, into a receive whose clear-to-send went out
   complete_send(0);
   ASSERT_TRUE(rr->done && sr->done);
+  ASSERT_TRUE(srd_recv_comm(r)->cts_on_request);
   deliver_and_complete_sends();
   srd_req_release(sr);
   srd_req_release(rr);
