@@ -199,7 +199,7 @@ struct srd_comm {
   int remote_rails, remote_eps;
   fi_addr_t *peer;      /* [local path] -> remote path address in that rail's AV */
   fi_addr_t *inserted;  /* [local rail * remote paths] every AV entry we own */
-  bool eager_ok;        /* the receiver accepts eager data */
+  size_t eager_max;     /* the largest message sent eagerly: ours or the receiver's, the smaller (0: none) */
   /* Rail failover (src/proto/failover.c): local rails this comm gave up on
    * (a write or control message failed on them), the peer's rails it says
    * are down, and whether a write may come late or twice (some rail failed:

@@ -135,9 +135,17 @@ const char *srd_efa_fabric(void);
 int srd_fabric_fits(const struct fi_info *info, const char *efa_fabric);
 /* Frees the entries of *infos that do not fit, keeping the order. */
 void srd_fabric_keep(struct fi_info **infos, const char *efa_fabric);
+/* Bytes an eager message carries besides its data. */
+#define SRD_EAGER_HEADER 40
+/* The eager size wanted for NCCL's mid-size steps, where the provider sends
+ * it in one message (libfabric 2.x's tcp; ofi_rxm with buffers that large). */
+#define SRD_EAGER_MID (32 * 1024)
 /* The largest message sent eagerly on this provider when NCCL_SRD_EAGER_MAX
  * is unset: the plugin's choice, which srd-perf's raw half follows. */
 size_t srd_eager_default(const struct fi_info *info);
+/* ofi_rxm's eager buffer (FI_OFI_RXM_BUFFER_SIZE, else its 16 KiB default):
+ * a message with its header above it goes by rxm's own rendezvous. */
+size_t srd_rxm_buffer_size(void);
 /* Who can talk to whom: the efa fabric's name on efa, the provider's name
  * elsewhere. Carried in the listen handle; a connect across two fails. */
 #define SRD_TRANSPORT_MAX 32

@@ -140,10 +140,10 @@ struct srd_msg_peer { /* HELLO and ACCEPT */
   uint32_t src_comm;
   uint32_t pid;         /* lets a host-local transport notice a dead peer */
   uint16_t write_id;    /* ACCEPT: what the accepting receive comm's writes carry (0 in a hello) */
-  uint8_t nrails, neps, name_len, flags;
+  uint8_t nrails, neps, name_len;
+  uint32_t eager_max;   /* ACCEPT: the largest eager payload the receive comm takes (0: none) */
   const uint8_t *names; /* nrails * neps names of name_len bytes, rail-major */
 };
-#define SRD_PEER_EAGER_OK 0x1
 
 struct srd_cts_entry {
   uint64_t addr;

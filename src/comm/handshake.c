@@ -44,7 +44,7 @@ static size_t encode_peer(void *buf, size_t cap, const void *arg) {
    * loopback read) on NCCL's proxy thread. A device that takes GPU buffers
    * therefore refuses eager data for the whole comm: the sender decides before
    * any clear-to-send says what the buffer is, so it cannot be per receive. */
-  if (m->type == SRD_MSG_ACCEPT && !dev->gdr.gpu) p.flags |= SRD_PEER_EAGER_OK;
+  if (m->type == SRD_MSG_ACCEPT && !dev->gdr.gpu) p.eager_max = (uint32_t)dev->eager_max;
   if (m->type == SRD_MSG_ACCEPT) p.write_id = m->c->write_id;
   return srd_msg_encode_peer(buf, cap, m->type, m->dst, &p);
 }
@@ -255,7 +255,9 @@ static void on_accept(struct srd_dev *dev, uint32_t dst, uint64_t token, const s
   c->peer_id = p->src_comm;
   c->peer_pid = p->pid;
   c->write_id = p->write_id;
-  c->eager_ok = p->flags & SRD_PEER_EAGER_OK;
+  /* Its control buffers hold its own eager size: a larger message would be
+   * cut by the provider, a rail error, not a clear one. */
+  c->eager_max = p->eager_max < dev->eager_max ? p->eager_max : dev->eager_max;
   if (srd_comm_set_peer(c, p)) return;
   c->ready = true;
   c->last_heard_ms = srd_now_ms();

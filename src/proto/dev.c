@@ -17,7 +17,6 @@
 #define POLL_BUDGET 64
 #define SCAN_INTERVAL_MS 100
 
-#define EAGER_HEADER 40
 
 /* The largest control message other than eager data: a hello naming every
  * path, or a clear-to-send of every buffer with every rail's key. */
@@ -28,13 +27,13 @@ static size_t ctrl_fixed_size(void) {
 }
 
 static size_t ctrl_buf_size(const struct srd_dev *dev) {
-  size_t eager = EAGER_HEADER + dev->eager_max;
+  size_t eager = SRD_EAGER_HEADER + dev->eager_max;
   return ctrl_fixed_size() > eager ? ctrl_fixed_size() : eager;
 }
 
 size_t srd_dev_eager_fit(size_t eager_max, size_t max_send) {
   if (max_send < ctrl_fixed_size()) return SIZE_MAX;
-  return EAGER_HEADER + eager_max > max_send ? max_send - EAGER_HEADER : eager_max;
+  return SRD_EAGER_HEADER + eager_max > max_send ? max_send - SRD_EAGER_HEADER : eager_max;
 }
 
 /* Every control message within one send of every rail (efa-direct: one MTU),
@@ -51,7 +50,7 @@ static int fit_ctrl_to_rails(struct srd_dev *dev) {
   }
   if (fit != dev->eager_max)
     SRD_WARN("device %d: NCCL_SRD_EAGER_MAX=%zu with its %d-byte header exceeds the largest send of %s (%zu bytes): "
-             "eager messages carry at most %zu bytes", dev->index, dev->eager_max, EAGER_HEADER, dev->transport,
+             "eager messages carry at most %zu bytes", dev->index, dev->eager_max, SRD_EAGER_HEADER, dev->transport,
              max_send, fit);
   dev->eager_max = fit;
   return 0;
@@ -233,6 +232,10 @@ int srd_dev_open(struct srd_dev *dev) {
            dev->sched.threshold,
            dev->threaded ? "the caller's thread on lane 0 and one thread per other lane"
            : dev->lanes_per_nic > 1 ? "the caller's thread until the first large message" : "the caller's thread");
+  if (eager < 0 && strstr(dev->rails[0].info->fabric_attr->prov_name, "ofi_rxm") && dev->eager_max < SRD_EAGER_MID)
+    SRD_INFO(NCCL_INIT | NCCL_NET, "device %d: ofi_rxm's %zu-byte eager buffers (FI_OFI_RXM_BUFFER_SIZE) hold eager "
+             "messages up to %zu bytes; FI_OFI_RXM_BUFFER_SIZE=%d on every node sends NCCL's 16-32 KiB steps eagerly",
+             dev->index, srd_rxm_buffer_size(), dev->eager_max, SRD_EAGER_MID + SRD_EAGER_HEADER);
   dev->open = true;
   return SRD_OK;
 }

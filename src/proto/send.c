@@ -418,12 +418,12 @@ int srd_proto_isend(struct srd_comm *c, const void *data, size_t size, int tag, 
    * completes as soon as it left, while an RMA write may complete only when
    * the target acknowledged it, and the receiver's copy of a few KiB is cheap. */
   /* GPU memory never goes eagerly: the CPU cannot copy it into a control
-   * buffer (only a receiver on a host-only device says eager_ok). */
+   * buffer (only a receiver on a host-only device takes eager data). */
   bool gpu_src = mr && mr->mr->device >= 0;
   /* Where progress threads run, a message they would carry goes to them even
    * if it fits eagerly: an eager send's socket copies are NCCL's thread's own. */
   bool for_lanes = dev->lanes_per_nic > 1 && !dev->lanes_failed && size >= dev->sched.threshold;
-  bool eager = size == 0 || (c->eager_ok && !gpu_src && !for_lanes && size <= dev->eager_max);
+  bool eager = size == 0 || (!gpu_src && !for_lanes && size <= c->eager_max);
   if (eager && !srd_seq_before(k, srd_send_comm(c)->cts_end + SRD_EAGER_WINDOW)) {
     /* The receiver keeps eager data only that far past its receives: a slow
      * one is waited for, not flooded. Its next clear-to-send moves the

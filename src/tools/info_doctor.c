@@ -99,6 +99,26 @@ static void check_provider(const struct info_report *r, struct info_checks *o) {
         "unset it or include the provider you want", filter);
 }
 
+/* ofi_rxm (1.x's tcp) sends eagerly only what fits its eager buffers; NCCL's
+ * 16-32 KiB steps then wait for clear-to-sends (BENCHMARKS.md, "Eager size"). */
+static void check_eager(const struct info_report *r, struct info_checks *o) {
+  if (!r->discovered || !r->nics.n || !strstr(r->nics.provider, "ofi_rxm")) return;
+  int64_t set = srd_param_int(SRD_PARAM_EAGER_MAX);
+  size_t eager = srd_eager_default(r->nics.nics[0].info), buffer = srd_rxm_buffer_size();
+  if (set >= 0 && (size_t)set + SRD_EAGER_HEADER > buffer)
+    add(o, INFO_WARN, "eager", "NCCL_SRD_EAGER_MAX=%lld with its %d-byte header exceeds ofi_rxm's %zu-byte eager "
+        "buffers: those messages go by rxm's own rendezvous (slower); set FI_OFI_RXM_BUFFER_SIZE=%lld", (long long)set,
+        SRD_EAGER_HEADER, buffer, (long long)set + SRD_EAGER_HEADER);
+  else if (set >= 0)
+    add(o, INFO_OK, "eager", "NCCL_SRD_EAGER_MAX=%lld within ofi_rxm's %zu-byte eager buffers", (long long)set, buffer);
+  else if (eager < SRD_EAGER_MID)
+    add(o, INFO_WARN, "eager", "ofi_rxm's %zu-byte eager buffers hold eager messages up to %zu bytes, and NCCL's "
+        "16-32 KiB steps wait for clear-to-sends; FI_OFI_RXM_BUFFER_SIZE=%d sends them eagerly (rxm keeps "
+        "FI_OFI_RXM_MSG_RX_SIZE buffers of that size per connection)", buffer, eager, SRD_EAGER_MID + SRD_EAGER_HEADER);
+  else
+    add(o, INFO_OK, "eager", "eager messages up to %zu bytes in ofi_rxm's %zu-byte buffers", eager, buffer);
+}
+
 static void check_init(const struct info_report *r, struct info_checks *o) {
   for (int g = 0; r->grouped && g < r->topo.ngroups; g++)
     if (r->gdr[g].fail)
@@ -289,6 +309,7 @@ void info_doctor(const struct info_report *r, int expect, struct info_checks *o)
   memset(o, 0, sizeof(*o));
   check_variables(o);
   check_provider(r, o);
+  check_eager(r, o);
   check_init(r, o);
   check_libfabric(r, expect, o);
   if (expect & INFO_EXPECT_EFA) check_efa(r, o);

@@ -108,13 +108,29 @@ void srd_transport_name(const struct fi_info *info, char *out, size_t len) {
   snprintf(out, len, "%s", !strcmp(prov, "efa") && info->fabric_attr->name ? info->fabric_attr->name : prov);
 }
 
+/* Parsed as libfabric parses a size parameter (strtol, base 0: var.c); rxm
+ * takes a value it cannot use as its smallest buffer (rxm_init_infos). */
+size_t srd_rxm_buffer_size(void) {
+  const char *v = getenv("FI_OFI_RXM_BUFFER_SIZE");
+  if (!v) return 16 * 1024;
+  long n = strtol(v, NULL, 0);
+  return n > 0 ? (size_t)n : 0;
+}
+
 /* On libfabric 2.x's native tcp a send of any size goes straight into the
  * posted buffer, and mid-size messages (NCCL's 16-64 KiB Simple steps at 2-4
- * ranks) are faster eagerly than behind a clear-to-send; ofi_rxm (1.17's tcp)
- * sends above its 16 KiB buffers by a rendezvous of its own, slower still
- * (BENCHMARKS.md, "Eager size"); efa and shm keep 8 KiB. */
+ * ranks) are faster eagerly than behind a clear-to-send. ofi_rxm (1.17's tcp)
+ * sends a message above its eager buffers by a rendezvous of its own, slower
+ * still (BENCHMARKS.md, "Eager size"): there eager messages are the largest
+ * power of two (NCCL's step sizes) that fits those buffers with our header,
+ * 8 KiB at rxm's default. efa and shm keep 8 KiB. */
 size_t srd_eager_default(const struct fi_info *info) {
-  return !strcmp(info->fabric_attr->prov_name, "tcp") ? 32 * 1024 : 8 * 1024;
+  const char *prov = info->fabric_attr->prov_name;
+  if (!strcmp(prov, "tcp")) return SRD_EAGER_MID;
+  if (!strstr(prov, "ofi_rxm")) return 8 * 1024;
+  size_t fit = srd_rxm_buffer_size(), eager = SRD_EAGER_MID;
+  while (eager && eager + SRD_EAGER_HEADER > fit) eager /= 2;
+  return eager;
 }
 
 /* efa at a libfabric version it is refused on is not usable; one it is warned

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #define MSG_MAGIC 0x5352u /* "SR" */
-#define MSG_VERSION 9 /* 4: every header carries the destination comm's token; 5: requests to send, rail notices, the close notice counts writes; 6: rail probes answered; 7: the answer carries the write id, the handle names the transport; 8: eager data only within a window of the last clear-to-send, which receives post every half window; 9: the close notice counts eager messages and is answered once everything was taken */
+#define MSG_VERSION 10 /* 4: every header carries the destination comm's token; 5: requests to send, rail notices, the close notice counts writes; 6: rail probes answered; 7: the answer carries the write id, the handle names the transport; 8: eager data only within a window of the last clear-to-send, which receives post every half window; 9: the close notice counts eager messages and is answered once everything was taken; 10: the answer says the largest eager payload the receiver takes */
 #define HANDLE_MAGIC 0x31445253u /* "SRD1" */
 #define HANDLE_TRANSPORT_AT (24 + SRD_NAME_MAX) /* after the header and the longest address */
 _Static_assert(HANDLE_TRANSPORT_AT + SRD_HANDLE_TRANSPORT_MAX <= SRD_HANDLE_SIZE, "the transport fits the handle");
@@ -131,7 +131,7 @@ size_t srd_msg_encode_peer(void *buf, size_t cap, enum srd_msg_type type, uint32
   put(&c, p->nrails, 1);
   put(&c, p->neps, 1);
   put(&c, p->name_len, 1);
-  put(&c, p->flags, 1);
+  put(&c, p->eager_max, 4);
   put_bytes(&c, p->names, names);
   return written(&c, buf);
 }
@@ -280,7 +280,7 @@ static int decode_peer(struct cur *c, struct srd_msg_peer *p, const char **why) 
   p->nrails = (uint8_t)get(c, 1);
   p->neps = (uint8_t)get(c, 1);
   p->name_len = (uint8_t)get(c, 1);
-  p->flags = (uint8_t)get(c, 1);
+  p->eager_max = (uint32_t)get(c, 4);
   if (c->bad) return *why = "truncated peer description", -1;
   if (!p->nrails || !p->neps || p->nrails * p->neps > SRD_MAX_PATHS)
     return *why = "bad rail or endpoint count", -1;

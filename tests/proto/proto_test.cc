@@ -294,7 +294,7 @@ class Proto : public ::testing::Test {
     ASSERT_TRUE(s && r);
     join(s, r, 1);
     join(r, s, 0);
-    s->eager_ok = true;
+    s->eager_max = a.eager_max;
   }
   // Every path of c reaches the peer device at addr (both have c's rails).
   static void join(srd_comm *c, srd_comm *peer, fi_addr_t addr) {

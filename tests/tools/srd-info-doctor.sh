@@ -48,6 +48,22 @@ expect_fail provider "FI_PROVIDER=tcp does not name shm"
 check env NCCL_SRD_PROVIDER=shm 'FI_PROVIDER=^shm' "$bin" --check
 expect_fail provider "FI_PROVIDER=^shm excludes shm"
 
+# ofi_rxm's eager buffers (1.x's tcp): too small for NCCL's 16-32 KiB steps
+# is a warning naming what to set, and so is an eager size they cannot hold.
+check env -u FI_OFI_RXM_BUFFER_SIZE -u NCCL_SRD_EAGER_MAX "$bin" --check
+if grep -q '^ok    provider  *tcp;ofi_rxm ' "$tmp/out"; then
+  grep -q '^warn  eager  *ofi_rxm.s 16384-byte eager buffers hold eager messages up to 8192 bytes.*FI_OFI_RXM_BUFFER_SIZE=32808 ' "$tmp/out" ||
+    { cat "$tmp/out"; fail "no advice on ofi_rxm's default eager buffers"; }
+  check env FI_OFI_RXM_BUFFER_SIZE=32808 "$bin" --check
+  grep -q '^ok    eager  *eager messages up to 32768 bytes in ofi_rxm.s 32808-byte buffers' "$tmp/out" ||
+    { cat "$tmp/out"; fail "FI_OFI_RXM_BUFFER_SIZE=32808 not taken"; }
+  check env -u FI_OFI_RXM_BUFFER_SIZE NCCL_SRD_EAGER_MAX=32768 "$bin" --check
+  grep -q '^warn  eager  *NCCL_SRD_EAGER_MAX=32768 .*set FI_OFI_RXM_BUFFER_SIZE=32808$' "$tmp/out" ||
+    { cat "$tmp/out"; fail "an eager size above ofi_rxm's buffers not warned"; }
+elif grep -q '^[a-zA-Z]*  *eager ' "$tmp/out"; then
+  cat "$tmp/out"; fail "an eager line for a provider other than ofi_rxm"
+fi
+
 # Bad variables: one line each, in the plugin's words.
 check env NCCL_SRD_KEEPALIVE_MS=10s NCCL_SRD_GDR=maybe NCCL_SRD_TOPO_FILE=/nonexistent NCCL_SRD_EAGER_MAX=1M "$bin" --check
 expect_fail variables "NCCL_SRD_KEEPALIVE_MS=10s is not a number"

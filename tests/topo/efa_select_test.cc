@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -153,6 +154,36 @@ TEST(EfaFabric, PeersCompareTheFabricName) {
   EXPECT_STREQ("efa-direct", direct);
   EXPECT_STREQ("efa", rdm);
   fi_freeinfo(l);
+}
+
+// The eager size when NCCL_SRD_EAGER_MAX is unset: 32 KiB on native tcp, 8
+// KiB on efa and shm, and on ofi_rxm the largest power of two that fits rxm's
+// eager buffer with the 40-byte header (FI_OFI_RXM_BUFFER_SIZE, as libfabric
+// parses it: strtol, so "1M" is 1 byte; 16 KiB when unset).
+TEST(EagerDefault, FollowsTheProvidersBuffers) {
+  struct fi_info *i = fi_allocinfo();
+  const char *old = getenv("FI_OFI_RXM_BUFFER_SIZE");
+  std::string saved = old ? old : "";
+  unsetenv("FI_OFI_RXM_BUFFER_SIZE");
+  const struct {
+    const char *prov, *buffer;
+    size_t eager;
+  } cases[] = {
+      {"tcp", nullptr, 32768},         {"efa", nullptr, 8192},          {"shm", "65536", 8192},
+      {"tcp;ofi_rxm", nullptr, 8192},  {"tcp;ofi_rxm", "32808", 32768}, {"tcp;ofi_rxm", "32807", 16384},
+      {"tcp;ofi_rxm", "0x8028", 32768}, {"tcp;ofi_rxm", "1M", 0},   {"verbs;ofi_rxm", "16424", 16384},
+      {"tcp;ofi_rxm", "0", 0},         {"tcp;ofi_rxm", "junk", 0},      {"tcp;ofi_rxm", "1064", 1024},
+  };
+  for (const auto &c : cases) {
+    free(i->fabric_attr->prov_name);
+    i->fabric_attr->prov_name = strdup(c.prov);
+    if (c.buffer) setenv("FI_OFI_RXM_BUFFER_SIZE", c.buffer, 1);
+    else unsetenv("FI_OFI_RXM_BUFFER_SIZE");
+    EXPECT_EQ(c.eager, srd_eager_default(i)) << c.prov << " with FI_OFI_RXM_BUFFER_SIZE=" << (c.buffer ? c.buffer : "");
+  }
+  if (old) setenv("FI_OFI_RXM_BUFFER_SIZE", saved.c_str(), 1);
+  else unsetenv("FI_OFI_RXM_BUFFER_SIZE");
+  fi_freeinfo(i);
 }
 
 // Every control message fits one send: eager data is cut to the smallest

@@ -19,7 +19,7 @@ namespace {
 
 // Byte layout facts the tests rely on (little-endian, see wire.c).
 constexpr size_t kHeader = 16; // magic, version, type, destination comm, token
-constexpr size_t kPeerFixed = kHeader + 34;
+constexpr size_t kPeerFixed = kHeader + 37;
 constexpr size_t kCtsFixed = kHeader + 8;
 constexpr size_t kCtsEntryFixed = 20;
 constexpr size_t kEagerHeader = kHeader + 12;
@@ -440,7 +440,7 @@ PeerCase make_peer(std::mt19937_64 &rng, uint8_t nrails, uint8_t neps, uint8_t n
   c.p.nrails = nrails;
   c.p.neps = neps;
   c.p.name_len = name_len;
-  c.p.flags = static_cast<uint8_t>(rng());
+  c.p.eager_max = static_cast<uint32_t>(rng());
   c.names = random_bytes(rng, static_cast<size_t>(nrails) * neps * name_len);
   c.names.reserve(1);  // a real pointer even for no names: memcpy(dst, NULL, 0) is undefined
   c.p.names = c.names.data();
@@ -490,7 +490,7 @@ TEST(Msg, HelloAndAcceptRoundTrip) {
       EXPECT_EQ(c.p.nrails, m.u.peer.nrails);
       EXPECT_EQ(c.p.neps, m.u.peer.neps);
       EXPECT_EQ(c.p.name_len, m.u.peer.name_len);
-      EXPECT_EQ(c.p.flags, m.u.peer.flags);
+      EXPECT_EQ(c.p.eager_max, m.u.peer.eager_max);
       EXPECT_EQ(bytes.data() + kPeerFixed, m.u.peer.names);
       EXPECT_EQ(0, memcmp(c.names.data(), m.u.peer.names, c.names.size()));
     }
