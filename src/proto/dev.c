@@ -17,7 +17,6 @@
 #define POLL_BUDGET 64
 #define SCAN_INTERVAL_MS 100
 
-
 /* The largest control message other than eager data: a hello naming every
  * path, or a clear-to-send of every buffer with every rail's key. */
 static size_t ctrl_fixed_size(void) {
