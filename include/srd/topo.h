@@ -146,6 +146,10 @@ size_t srd_eager_default(const struct fi_info *info);
 /* ofi_rxm's eager buffer (FI_OFI_RXM_BUFFER_SIZE, else its 16 KiB default):
  * a message with its header above it goes by rxm's own rendezvous. */
 size_t srd_rxm_buffer_size(void);
+/* ofi_rxm whose eager buffers keep the default eager size below
+ * SRD_EAGER_MID; FI_OFI_RXM_BUFFER_SIZE=SRD_RXM_BUFFER_ADVISED lifts it. */
+#define SRD_RXM_BUFFER_ADVISED (SRD_EAGER_MID + SRD_EAGER_HEADER)
+int srd_rxm_buffer_short(const struct fi_info *info);
 /* Who can talk to whom: the efa fabric's name on efa, the provider's name
  * elsewhere. Carried in the listen handle; a connect across two fails. */
 #define SRD_TRANSPORT_MAX 32

@@ -231,10 +231,10 @@ int srd_dev_open(struct srd_dev *dev) {
            dev->sched.threshold,
            dev->threaded ? "the caller's thread on lane 0 and one thread per other lane"
            : dev->lanes_per_nic > 1 ? "the caller's thread until the first large message" : "the caller's thread");
-  if (eager < 0 && strstr(dev->rails[0].info->fabric_attr->prov_name, "ofi_rxm") && dev->eager_max < SRD_EAGER_MID)
+  if (eager < 0 && srd_rxm_buffer_short(dev->rails[0].info))
     SRD_INFO(NCCL_INIT | NCCL_NET, "device %d: ofi_rxm's %zu-byte eager buffers (FI_OFI_RXM_BUFFER_SIZE) hold eager "
              "messages up to %zu bytes; FI_OFI_RXM_BUFFER_SIZE=%d on every node sends NCCL's 16-32 KiB steps eagerly",
-             dev->index, srd_rxm_buffer_size(), dev->eager_max, SRD_EAGER_MID + SRD_EAGER_HEADER);
+             dev->index, srd_rxm_buffer_size(), dev->eager_max, SRD_RXM_BUFFER_ADVISED);
   dev->open = true;
   return SRD_OK;
 }

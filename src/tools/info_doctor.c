@@ -111,10 +111,10 @@ static void check_eager(const struct info_report *r, struct info_checks *o) {
         SRD_EAGER_HEADER, buffer, (long long)set + SRD_EAGER_HEADER);
   else if (set >= 0)
     add(o, INFO_OK, "eager", "NCCL_SRD_EAGER_MAX=%lld within ofi_rxm's %zu-byte eager buffers", (long long)set, buffer);
-  else if (eager < SRD_EAGER_MID)
+  else if (srd_rxm_buffer_short(r->nics.nics[0].info))
     add(o, INFO_WARN, "eager", "ofi_rxm's %zu-byte eager buffers hold eager messages up to %zu bytes, and NCCL's "
         "16-32 KiB steps wait for clear-to-sends; FI_OFI_RXM_BUFFER_SIZE=%d sends them eagerly (rxm keeps "
-        "FI_OFI_RXM_MSG_RX_SIZE buffers of that size per connection)", buffer, eager, SRD_EAGER_MID + SRD_EAGER_HEADER);
+        "FI_OFI_RXM_MSG_RX_SIZE buffers of that size per connection)", buffer, eager, SRD_RXM_BUFFER_ADVISED);
   else
     add(o, INFO_OK, "eager", "eager messages up to %zu bytes in ofi_rxm's %zu-byte buffers", eager, buffer);
 }

@@ -133,6 +133,10 @@ size_t srd_eager_default(const struct fi_info *info) {
   return eager;
 }
 
+int srd_rxm_buffer_short(const struct fi_info *info) {
+  return strstr(info->fabric_attr->prov_name, "ofi_rxm") && srd_eager_default(info) < SRD_EAGER_MID;
+}
+
 /* efa at a libfabric version it is refused on is not usable; one it is warned
  * on is, with the warning. */
 static int efa_version_usable(void) {
