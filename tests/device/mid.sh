@@ -16,7 +16,8 @@
 # and .device/lf2 for 2.6, .device/install for 1.17.
 # Variants: socket, srd (defaults, nothing set), base (another build for an
 # A/B in the same call: BASE_NET_2_6 / BASE_NET_1_17, the plugin built
-# against that libfabric; skipped where unset), srd+VAR=VALUE[,VAR=VALUE...] (settings).
+# against that libfabric; skipped where unset), srd+VAR=VALUE[,VAR=VALUE...]
+# (settings; FI_OFI_RXM_* ones only on 1.17, the one with rxm).
 # Knobs: LIBFABRICS="2.6 1.17" VARIANTS="socket srd" TESTS="sr2 ar2 ar4 ar8"
 #        ROUNDS=2 ITERS=50 LARGE=1 LARGE_VARIANTS="socket srd" RUN_TIMEOUT=90
 #        BUDGET_S=420 (no run starts after this many seconds; empty: no limit)
@@ -69,7 +70,10 @@ run() {
       base_var=BASE_NET_${lf//./_}
       [ -n "${!base_var:-}" ] || return 1
       envs="NCCL_NET=SRD NCCL_NET_PLUGIN=${!base_var}" ;;
-    srd+*=*) envs="NCCL_NET=SRD NCCL_NET_PLUGIN=$net ${variant#srd+}" envs=${envs//,/ } ;;
+    srd+*=*)
+      # rxm's settings reach only 1.17's tcp;ofi_rxm: 2.x's native tcp has no rxm
+      [ "$lf" = 1.17 ] || [[ ${variant#srd+} != FI_OFI_RXM_* ]] || return 1
+      envs="NCCL_NET=SRD NCCL_NET_PLUGIN=$net ${variant#srd+}" envs=${envs//,/ } ;;
     *) echo "unknown variant $variant" | tee "$out/error.txt"; exit 1 ;;
   esac
   echo "# $envs LD_LIBRARY_PATH=$lf_path:..." >"$log"
