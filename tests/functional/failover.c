@@ -84,12 +84,6 @@ static int logged(int rail, const char *what) {
   return n + st_log_count(needle);
 }
 
-/* Rails on one link: one per lane (SRD_TEST_EXPECT_LANES lanes beside lane 0). */
-static int rails_on_link(void) {
-  const char *lanes = getenv("SRD_TEST_EXPECT_LANES");
-  return 1 + (lanes ? atoi(lanes) : 0);
-}
-
 /* 'R': rail 2 rejoined, 'O': it stays out, 0: neither yet. With progress
  * lanes the NIC on link 2 carries one rail per lane (all named after it),
  * each going down and coming back on its own, and the large messages go
@@ -131,7 +125,8 @@ static void read_oob(struct side *s) {
     st_oob_send(s->peer, &c, 1);
     s->told_settled = 1;
   }
-  if (s->cut_told && !s->told_noticed && logged(2, "down (") >= rails_on_link()) {
+  /* settled() above kept the most down lines seen; the link carries one rail per lane. */
+  if (s->cut_told && !s->told_noticed && s->notices[0] >= st_device_lanes(NULL, NULL)) {
     c = 'n';
     st_oob_send(s->peer, &c, 1);
     s->told_noticed = 1;
