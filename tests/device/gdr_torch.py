@@ -1,7 +1,8 @@
 """PyTorch all_reduce and all_gather on GPU tensors, results checked, times
 recorded: run under `ranks N` from .device/gpu-env.sh (RANK, WORLD_SIZE,
 MASTER_* set; every rank on GPU LOCAL_RANK) with the plugin's variables in
-the environment (tests/device/gdr.sh sets them, GPUDirect on).
+the environment (tests/device/gdr.sh sets them, GPUDirect on; mid.sh runs it
+over Socket and over the plugin on tcp for the 256 MiB all_reduce).
 
 Prints one line per collective and size from rank 0, then RESULT ok|FAIL;
 exits 1 on a wrong element or an error."""

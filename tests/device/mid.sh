@@ -79,7 +79,11 @@ run() {
   echo "# $envs LD_LIBRARY_PATH=$lf_path:..." >"$log"
   # shellcheck disable=SC2086
   (export $envs LD_LIBRARY_PATH=$lf_path:$base_ld
-    bounded "$RUN_TIMEOUT" bash -c "$(declare -f mpiranks); mpiranks $n $tests_dir/${bin}_perf $*") >>"$log" 2>&1
+    if [ "$bin" = torch ]; then
+      bounded "$RUN_TIMEOUT" bash -c "$(declare -f ranks); ranks $n python3 tests/device/gdr_torch.py"
+    else
+      bounded "$RUN_TIMEOUT" bash -c "$(declare -f mpiranks); mpiranks $n $tests_dir/${bin}_perf $*"
+    fi) >>"$log" 2>&1
   echo "# exit $?" >>"$log"
 }
 
@@ -96,6 +100,7 @@ for lf in $LIBFABRICS; do
   if [ "$LARGE" = 1 ] && [ "$lf" = "${LIBFABRICS%% *}" ]; then
     for v in $LARGE_VARIANTS; do
       run "$out/$lf-large-$v.log" "$v" all_reduce 2 -b 128M -e 1G -f 2 -g 1 -n 5 -w 1 -c 1
+      run "$out/$lf-torch-$v.log" "$v" torch 2
     done
   fi
 done
@@ -104,6 +109,7 @@ done
 rows() { awk '$1 ~ /^[0-9]+$/ && NF >= 13 {print $1, $6, $8, $9 + $13}' "$1" 2>/dev/null; }
 at() { rows "$1" | awk -v s="$2" -v f="$3" '$1 == s {v = $f} END {print v == "" ? "-" : v}'; }
 wrong() { rows "$1" | awk '{w += $4} END {print w + 0}'; }
+torch_algbw() { awk '/^all_reduce 268435456 B:/ {v = $6} END {print v == "" ? "-" : v}' "$1" 2>/dev/null; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b}'; }
 name() { case $1 in sr2) echo "sendrecv 2" ;; ar*) echo "all_reduce ${1#ar}" ;; esac; }
 {
@@ -146,6 +152,8 @@ name() { case $1 in sr2) echo "sendrecv 2" ;; ar*) echo "all_reduce ${1#ar}" ;; 
         b=$(at "$out/$lf-large-$v.log" $size 3) s=$(at "$out/$lf-large-socket.log" $size 3)
         echo "- $((size >> 20)) MiB: $b vs $s (x$(ratio "$b" "$s")), #wrong $(wrong "$out/$lf-large-$v.log")"
       done
+      b=$(torch_algbw "$out/$lf-torch-$v.log") s=$(torch_algbw "$out/$lf-torch-socket.log")
+      echo "- PyTorch all_reduce 256 MiB, algbw: $b vs $s (x$(ratio "$b" "$s")), $(grep -ho 'RESULT.*' "$out/$lf-torch-$v.log" || echo 'no RESULT line')"
     done
   done
   [ -z "$skipped" ] || printf '\nSkipped (budget):%s\n' "$skipped"
