@@ -175,7 +175,7 @@ SRD_UNIT_TESTS = \
 	tests/util/param_test tests/util/cuda_test \
 	tests/mr/mr_test \
 	tests/topo/group_test tests/topo/ifname_test tests/topo/gdr_test tests/topo/efa_select_test \
-	tests/proto/proto_test tests/rail/av_index_test tests/wire/wire_test tests/sched/sched_test \
+	tests/proto/proto_test tests/rail/av_index_test tests/rail/rail_write_test tests/wire/wire_test tests/sched/sched_test \
 	tests/tools/perf_args_test tests/tools/perf_stats_test tests/tools/json_writer_test \
 	tests/tuner/model_test tests/tuner/rules_test tests/tuner/abi_test
 check_PROGRAMS += $(SRD_UNIT_TESTS)
@@ -217,6 +217,9 @@ tests_proto_proto_test_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/lib
 tests_proto_proto_test_LDADD = $(SRD_UNIT_LDADD) -ldl
 tests_rail_av_index_test_SOURCES = tests/rail/av_index_test.cc
 tests_rail_av_index_test_LDADD = $(SRD_UNIT_LDADD)
+# Writes between two real rails (tcp): a refused delivery-complete write fails at the writer.
+tests_rail_rail_write_test_SOURCES = tests/rail/rail_write_test.cc
+tests_rail_rail_write_test_LDADD = $(SRD_UNIT_LDADD)
 tests_wire_wire_test_SOURCES = tests/wire/wire_test.cc
 tests_wire_wire_test_LDADD = $(SRD_UNIT_LDADD)
 tests_sched_sched_test_SOURCES = tests/sched/sched_test.cc
