@@ -1110,6 +1110,54 @@ TEST_F(TwoRails, OpenReceiveIsHeldUntilTheSenderSettles) {
   srd_req_release(rr);
 }
 
+// A write that completes with an error on one rail (tcp's answer to a
+// delivery-complete write its target refused: tests/rail/rail_write_test)
+// fails that rail for the comm only: its stripes go again on the other rail
+// and the message arrives whole; the comm does not fail.
+TEST_F(TwoRails, FailedWriteOnOneRailGoesAgainOnTheOther) {
+  a.failover = b.failover = true;
+  a.sched.npaths = 2;
+  a.sched.threshold = 4096;
+  std::vector<char> out = pattern(16384, 47), in(16384);
+  Reg ro(out), ri(in);
+  Reg *regs[] = {&ri};
+  srd_req *rr = irecv(1, &in, regs, nullptr);
+  deliver_and_complete_sends();
+  srd_req *sr = isend(out, ro, out.size(), 0);
+  ASSERT_EQ(4u, g.writes.size());
+  size_t failed = 0;
+  for (size_t i = 0; i < g.writes.size();)
+    if (g.writes[i].rail == &a.rails[1]) {
+      complete_write(i, -FI_ECANCELED);
+      failed++;
+    } else {
+      deliver_write(i);
+      complete_write(i);
+    }
+  ASSERT_GT(failed, 0u) << "the case needs a stripe on rail 1";
+  EXPECT_FALSE(sr->done) << "a send whose stripe failed completed";
+  EXPECT_EQ(0, s->result) << "one failed rail failed the comm";
+  size_t again = 0;
+  for (int round = 0; round < 8 && !(rr->done && sr->done); round++) {
+    deliver_and_complete_sends();
+    while (!g.writes.empty()) {
+      EXPECT_EQ(&a.rails[0], g.writes[0].rail) << "written again on the rail that failed";
+      deliver_write(0);
+      complete_write(0);
+      again++;
+    }
+  }
+  EXPECT_EQ(failed, again) << "the failed stripes were not written again";
+  ASSERT_TRUE(rr->done && sr->done) << "the message never completed";
+  EXPECT_EQ(0, rr->result);
+  EXPECT_EQ(0, sr->result);
+  EXPECT_EQ(0, memcmp(out.data(), in.data(), in.size()));
+  EXPECT_EQ(0, s->result);
+  EXPECT_EQ(0, r->result);
+  srd_req_release(sr);
+  srd_req_release(rr);
+}
+
 // The fence's messages can be lost with a link or refused: a sender whose
 // stripes stay unsure asks again, and a receiver holding a receive answers
 // again (which brings a lost SETTLED again), each after a while.
