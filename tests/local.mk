@@ -1,5 +1,5 @@
 # Every test of the project is registered here; tests/ mirrors src/:
-#   tests/proto, tests/wire, tests/sched, tests/mr, tests/util, tests/topo,
+#   tests/proto, tests/rail, tests/wire, tests/sched, tests/mr, tests/util, tests/topo,
 #   tests/tools, tests/tuner
 #     GoogleTest unit tests of the module of the same name (linked against
 #     its convenience library, never the plugin);
