@@ -4,8 +4,8 @@
  *     and runs exactly one named thread per lane after the first
  *     ("srd-d0-rN", 2 per NIC; a fallback to no lanes fails), moves patterned
  *     messages both ways (eager, one stripe, striped over the lanes), and an
- *     idle process's lanes back off: together they use under a tenth of a
- *     core over a quiet second.
+ *     idle process's lanes back off: together they use under a quarter of
+ *     a core over a quiet second that starts once both ranks closed.
  *   lanes-inline: with 2 threads per NIC running, messages below the stripe
  *     threshold (by default the eager size) go eagerly and are completed by
  *     the caller's thread on both sides: the close log counts no request
@@ -36,6 +36,7 @@
 #define XFER_MS ST_HANG_MS
 #define VERSION 10
 #define QUIET_MS 1000
+#define SETTLE_MS 200
 #define LANE_PREFIX "srd-d0-r"
 
 static const size_t sizes[] = {0, 100, 8192, 48 << 10, 64 << 10, 1 << 20, (4 << 20) + 136};
@@ -101,6 +102,10 @@ static int running(int rank, int nranks, void *arg) {
   st_setup(arg, st_version(VERSION));
   one_way(rank, 0, 1, sizes, NSIZES, 100);
   one_way(rank, 1, 0, sizes, NSIZES, 200);
+  /* The quiet window starts once both ranks closed their comms, and what was
+   * still on its way between them has been taken. */
+  st_barrier(SETUP_MS);
+  st_sleep_ms(SETTLE_MS);
   struct lane_usage before = lane_usage();
   int nics = 0, threaded = 0, lanes = st_device_lanes(&nics, &threaded);
   ST_CHECK(lanes == 3 && threaded, "NCCL_SRD_PROGRESS_THREADS=2 but the device opened with %d lane(s) per NIC, %s",
@@ -112,7 +117,10 @@ static int running(int rank, int nranks, void *arg) {
   struct lane_usage after = lane_usage();
   long hz = sysconf(_SC_CLK_TCK), used_ms = (after.ticks - before.ticks) * 1000 / (hz > 0 ? hz : 100);
   st_note("%d lane threads used %ld ms of CPU over %d quiet ms", after.threads, used_ms, QUIET_MS);
-  ST_CHECK(used_ms * 10 < QUIET_MS, "idle lanes used %ld ms of CPU in %d ms: they do not back off", used_ms,
+  /* Lanes that never sleep take a core each wherever they get one: at least
+   * a third of one on a loaded 2-core host. Backed-off ones wake some 60
+   * times a second (a sanitizer makes each wake dearer). */
+  ST_CHECK(used_ms * 4 < QUIET_MS, "idle lanes used %ld ms of CPU in %d ms: they do not back off", used_ms,
            QUIET_MS);
   st_barrier(SETUP_MS);
   ST_NCCL(st_net_finalize());
