@@ -854,18 +854,25 @@ TEST_F(Proto, ProbeIsAnsweredWhereItCameFromAndCountsOnceInItsRound) {
 class TwoRails : public Proto {
  protected:
   int rails() const override { return 2; }
+  // Failover on, a 16 KiB message striped over both rails: the receive
+  // (returned in *rr, its clear-to-send delivered) and the send, its writes
+  // posted and not yet completed.
+  srd_req *isend_striped(std::vector<char> &out, Reg &ro, std::vector<char> &in, Reg &ri, srd_req **rr) {
+    a.failover = b.failover = true;
+    a.sched.npaths = 2;
+    a.sched.threshold = 4096; // striped over both rails
+    Reg *regs[] = {&ri};
+    *rr = irecv(1, &in, regs, nullptr);
+    deliver_and_complete_sends();
+    return isend(out, ro, out.size(), 0);
+  }
   // A message striped over two rails; the receiver's rail 1 goes down while
   // the completions of writes that landed on it wait unread in its CQ, and
   // the sender was told of every write (delivery-complete): it counts them
   // landed and never writes them again. Returns the receive.
   srd_req *landed_unread_then_down(std::vector<char> &out, Reg &ro, std::vector<char> &in, Reg &ri, srd_req **sr) {
-    a.failover = b.failover = true;
-    a.sched.npaths = 2;
-    a.sched.threshold = 4096; // striped over both rails
-    Reg *regs[] = {&ri};
-    srd_req *rr = irecv(1, &in, regs, nullptr);
-    deliver_and_complete_sends();
-    *sr = isend(out, ro, out.size(), 0);
+    srd_req *rr = nullptr;
+    *sr = isend_striped(out, ro, in, ri, &rr);
     EXPECT_EQ(4u, g.writes.size());
     for (size_t i = 0; i < g.writes.size(); i++)
       if (g.writes[i].rail == &a.rails[1]) place_write_unread(i);
@@ -1067,15 +1074,10 @@ TEST_F(TwoRails, RailThatWentDownWithItsLinkUpIsNotReadAgain) {
 // and the receive completes only once the sender said that no copy is in
 // flight any more (SETTLED), not when the last stripe is counted.
 TEST_F(TwoRails, OpenReceiveIsHeldUntilTheSenderSettles) {
-  a.failover = b.failover = true;
-  a.sched.npaths = 2;
-  a.sched.threshold = 4096;
   std::vector<char> out = pattern(16384, 43), in(16384);
   Reg ro(out), ri(in);
-  Reg *regs[] = {&ri};
-  srd_req *rr = irecv(1, &in, regs, nullptr);
-  deliver_and_complete_sends();
-  srd_req *sr = isend(out, ro, out.size(), 0);
+  srd_req *rr = nullptr;
+  srd_req *sr = isend_striped(out, ro, in, ri, &rr);
   ASSERT_EQ(4u, g.writes.size());
   size_t on_rail1 = 0;
   for (size_t i = 0; i < g.writes.size();)
@@ -1115,15 +1117,10 @@ TEST_F(TwoRails, OpenReceiveIsHeldUntilTheSenderSettles) {
 // fails that rail for the comm only: its stripes go again on the other rail
 // and the message arrives whole; the comm does not fail.
 TEST_F(TwoRails, FailedWriteOnOneRailGoesAgainOnTheOther) {
-  a.failover = b.failover = true;
-  a.sched.npaths = 2;
-  a.sched.threshold = 4096;
   std::vector<char> out = pattern(16384, 47), in(16384);
   Reg ro(out), ri(in);
-  Reg *regs[] = {&ri};
-  srd_req *rr = irecv(1, &in, regs, nullptr);
-  deliver_and_complete_sends();
-  srd_req *sr = isend(out, ro, out.size(), 0);
+  srd_req *rr = nullptr;
+  srd_req *sr = isend_striped(out, ro, in, ri, &rr);
   ASSERT_EQ(4u, g.writes.size());
   size_t failed = 0;
   for (size_t i = 0; i < g.writes.size();)
