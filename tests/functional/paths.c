@@ -91,7 +91,9 @@ static int rank_main(int rank, int nranks, void *arg) {
            "%s: %lld eager, %lld by RMA write in %lld write(s); expected %lld, %lld in %lld",
            rank == 1 ? "sender" : "receiver", t.eager, t.rendezvous, t.writes, p->want.eager, p->want.rendezvous,
            p->want.writes);
-  ST_CHECK(st_warn_count() == 0, "the plugin logged %d warning(s)", st_warn_count());
+  char warning[512];
+  st_first_warning(warning, sizeof warning);
+  ST_CHECK(st_warn_count() == 0, "the plugin logged %d warning(s), the first: %s", st_warn_count(), warning);
   ST_NCCL(st_net_finalize());
   return 0;
 }

@@ -65,9 +65,12 @@ static struct {
  * up, kept apart from the ring so that a long test cannot push them out. */
 static char device_line[LOG_LINE_MAX];
 static int lanes_off;
+/* The first warning, for a test that fails on any: its failure says which. */
+static char first_warning[LOG_LINE_MAX];
 
-static void keep_line(const char *msg) {
+static void keep_line(ncclDebugLogLevel level, const char *msg) {
   pthread_mutex_lock(&log_ring.lock);
+  if (level == NCCL_LOG_WARN && !first_warning[0]) snprintf(first_warning, sizeof first_warning, "%s", msg);
   if (strstr(msg, " lane(s) = ")) snprintf(device_line, sizeof device_line, "%s", msg);
   if (strstr(msg, "progress threads off")) lanes_off = 1;
   snprintf(log_ring.line[log_ring.next % LOG_LINES], LOG_LINE_MAX, "%s", msg);
@@ -112,7 +115,7 @@ static void logger(ncclDebugLogLevel level, unsigned long flags, const char *fil
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  keep_line(msg);
+  keep_line(level, msg);
   if (level != NCCL_LOG_WARN && !getenv("SRD_TEST_VERBOSE")) return;
   static const char *names[] = {"NONE", "VERSION", "WARN", "INFO", "ABORT", "TRACE"};
   const char *lvl = (unsigned)level < sizeof names / sizeof names[0] ? names[level] : "?";
@@ -120,6 +123,12 @@ static void logger(ncclDebugLogLevel level, unsigned long flags, const char *fil
 }
 
 int st_warn_count(void) { return atomic_load(&warnings); }
+
+void st_first_warning(char *out, size_t cap) {
+  pthread_mutex_lock(&log_ring.lock);
+  snprintf(out, cap, "%s", first_warning[0] ? first_warning : "none");
+  pthread_mutex_unlock(&log_ring.lock);
+}
 
 ncclDebugLogger_t st_logger(void) { return logger; }
 

@@ -93,6 +93,8 @@ ncclResult_t st_net_close_listen(void *listen_comm);
 ncclDebugLogger_t st_logger(void);
 /* Warnings the plugin logged through our logger since load. */
 int st_warn_count(void);
+/* The first warning the plugin logged ("none" if none), for a failure message. */
+void st_first_warning(char *out, size_t cap);
 /* How many of the plugin's last 256 log lines (every level, whatever
  * NCCL_DEBUG says) contain needle. */
 int st_log_count(const char *needle);
