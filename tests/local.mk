@@ -22,6 +22,9 @@ tests_lib_libsrdtest_la_LIBADD = -ldl
 SRD_TEST_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/lib
 SRD_TEST_LDADD = tests/lib/libsrdtest.la -lpthread
 
+# The user's test command (README) and the per-test times of a make check.
+EXTRA_DIST += tests/suite.sh tests/timings.sh
+
 # ---------- architecture: dependencies across src/ point down ----------
 
 TESTS += tests/arch/layers.sh
@@ -112,6 +115,13 @@ tests_functional_paths_LDADD = $(SRD_TEST_LDADD)
 tests_abi_dlopen_SOURCES = tests/abi/dlopen.c
 tests_abi_dlopen_CPPFLAGS = $(SRD_TEST_CPPFLAGS)
 tests_abi_dlopen_LDADD = $(SRD_TEST_LDADD)
+# fi_version() reporting another version (SRD_TEST_FI_VERSION), preloaded by
+# .ci/run to run the plugin as on an older 2.x runtime.
+check_LTLIBRARIES += tests/abi/libfi-version-as.la
+tests_abi_libfi_version_as_la_SOURCES = tests/abi/fi_version_as.c
+tests_abi_libfi_version_as_la_LDFLAGS = -module -avoid-version -shared -rpath $(abs_builddir) \
+	-Wl,--version-script=$(srcdir)/tests/abi/fi_version_as.map
+EXTRA_DIST += tests/abi/fi_version_as.map
 
 # ---------- netns: two namespaces joined by 4 veth rails (tests/netns/netns.sh) ----------
 
@@ -142,7 +152,7 @@ SRD_TOOL_CHECKS = tests/tools/srd-info.sh tests/tools/srd-perf-raw.sh tests/tool
 	tests/tools/srd-perf-corrupt.sh tests/tools/srd-info-doctor.sh tests/tools/srd-info-agree.sh \
 	tests/tools/srd-perf-rma.sh
 # A plugin wrapping ours that corrupts what it receives (srd-perf-corrupt.sh).
-check_LTLIBRARIES = tests/tools/libsrd-corrupt.la
+check_LTLIBRARIES += tests/tools/libsrd-corrupt.la
 tests_tools_libsrd_corrupt_la_SOURCES = tests/tools/corrupt_plugin.c
 tests_tools_libsrd_corrupt_la_LDFLAGS = -module -avoid-version -shared -rpath $(abs_builddir)
 tests_tools_libsrd_corrupt_la_LIBADD = -ldl -lpthread

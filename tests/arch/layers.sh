@@ -9,24 +9,18 @@ set -u
 src=${top_srcdir:-.}
 build=${top_builddir:-.}
 
-rank() { # module -> layer, higher calls lower
-  case $1 in
-  tools) echo 8 ;; api) echo 7 ;; comm) echo 6 ;; proto) echo 5 ;; wire | sched) echo 4 ;;
-  rail) echo 3 ;; mr | topo) echo 2 ;; util) echo 1 ;; *) echo 0 ;;
-  esac
-}
-
-header_module() { # srd/<name>.h -> the module it belongs to
-  case $1 in
-  net | comm) echo comm ;; rma) echo proto ;; log | param | sys | err | cuda | stats) echo util ;; gdr) echo topo ;; *) echo "$1" ;;
-  esac
-}
+# Module -> layer (higher calls lower); srd/<name>.h -> the module it
+# belongs to where the names differ. Lookups, not subshells: the check runs
+# in every make check, beside the other tests.
+declare -A rank=([tools]=8 [api]=7 [comm]=6 [proto]=5 [wire]=4 [sched]=4 [rail]=3 [mr]=2 [topo]=2 [util]=1)
+declare -A header_module=([net]=comm [comm]=comm [rma]=proto [log]=util [param]=util [sys]=util [err]=util
+  [cuda]=util [stats]=util [gdr]=topo)
 
 bad=0
 check() { # from-module to-module what
   [ "$1" = "$2" ] && return
   local a b
-  a=$(rank "$1") b=$(rank "$2")
+  a=${rank[$1]:-0} b=${rank[$2]:-0}
   if [ "$a" = 0 ] || [ "$b" = 0 ]; then
     echo "layers: $3: unknown module ($1 -> $2): add it to tests/arch/layers.sh"
     bad=1
@@ -40,11 +34,11 @@ check() { # from-module to-module what
 for f in "$src"/src/*/*.[ch] "$src"/include/srd/*.h; do
   case $f in
   */include/srd/tuner.h) continue ;; # the tuner is a library of its own
-  */include/srd/*) from=$(header_module "$(basename "$f" .h)") ;;
-  *) from=$(basename "$(dirname "$f")") ;;
+  */include/srd/*) b=${f##*/} b=${b%.h} from=${header_module[$b]:-$b} ;;
+  *) d=${f%/*} from=${d##*/} ;;
   esac
   for h in $(sed -n 's|^#include "srd/\([a-z_]*\)\.h".*|\1|p' "$f"); do
-    check "$from" "$(header_module "$h")" "${f#"$src"/} includes srd/$h.h"
+    check "$from" "${header_module[$h]:-$h}" "${f#"$src"/} includes srd/$h.h"
   done
 done
 
@@ -52,25 +46,25 @@ done
 objs=()
 for o in "$build"/src/*/.libs/*.o "$build"/src/*/*.o; do
   [ -e "$o" ] || continue
-  case $o in
-  */.libs/*) dir=$(basename "$(dirname "$(dirname "$o")")") ;;
-  *) dir=$(basename "$(dirname "$o")") ;;
-  esac
-  name=$(basename "$o" .o)
+  d=${o%/*} d=${d%/.libs} dir=${d##*/}
+  name=${o##*/} name=${name%.o}
   [ -e "$src/src/$dir/${name##*-}.c" ] && objs+=("$dir:$o")
 done
 if [ ${#objs[@]} -lt 10 ]; then
   echo "layers: found ${#objs[@]} object files under $build/src: build first"
   exit 1
 fi
-declare -A owner
-for e in "${objs[@]}"; do
-  for s in $(nm -g --defined-only "${e#*:}" | awk '{print $3}'); do owner[$s]=${e%%:*}; done
-done
-for e in "${objs[@]}"; do
-  for s in $(nm -u "${e#*:}" | awk '{print $2}'); do
-    [ -n "${owner[$s]:-}" ] && check "${e%%:*}" "${owner[$s]}" "$(basename "${e#*:}") uses $s"
-  done
-done
+# One nm for all objects (-A names the file on each line): a process per
+# object is what made this check slow on a busy machine.
+declare -A owner dir_of
+paths=()
+for e in "${objs[@]}"; do dir_of[${e#*:}]=${e%%:*}; paths+=("${e#*:}"); done
+while read -r file _ sym; do
+  owner[$sym]=${dir_of[${file%%:*}]}
+done < <(nm -A -g --defined-only "${paths[@]}")
+while read -r file _ sym; do
+  file=${file%%:*}
+  [ -n "${owner[$sym]:-}" ] && check "${dir_of[$file]}" "${owner[$sym]}" "$(basename "$file") uses $sym"
+done < <(nm -A -u "${paths[@]}")
 [ $bad = 0 ] && echo "layers: ${#objs[@]} objects and their includes point down"
 exit $bad

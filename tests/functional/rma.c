@@ -393,13 +393,13 @@ static int get_rank(int rank, int nranks, void *arg, bool self) {
 
 static int get_flush_rank(int rank, int nranks, void *arg) { return get_rank(rank, nranks, arg, false); }
 
-/* With the automatic progress threads (as if on 64 CPUs: they start on the
+/* With the automatic progress threads (as if on 4096 CPUs, whatever runs beside it: they start on the
  * first large message): rank 0 gets rank 1's window, striped over the
  * lanes. Reads make no completion at rank 1, so registering a window that
  * large must have started rank 1's lane threads, which serve them (tcp
  * places a read only when its endpoint is polled). */
 static int get_lanes_rank(int rank, int nranks, void *arg) {
-  ST_CHECK(unsetenv("NCCL_SRD_PROGRESS_THREADS") == 0 && setenv("NCCL_SRD_TEST_CPUS", "64", 1) == 0,
+  ST_CHECK(unsetenv("NCCL_SRD_PROGRESS_THREADS") == 0 && setenv("NCCL_SRD_TEST_CPUS", "4096", 1) == 0,
            "setenv failed");
   struct rank_state s;
   open_rma(&s, rank, nranks, arg, true);

@@ -7,7 +7,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 TEST_TIMEOUT_S = 600
 
@@ -122,6 +124,57 @@ def restore(originals):
     return None
 
 
+class Worker:
+    """One scratch copy of the tree and its build: workers apply mutations side
+    by side, each to its own copy (tests wait on peers more than they compute)."""
+
+    def __init__(self, scratch, i, files, top):
+        self.dir = os.path.join(scratch, f"w{i}")
+        self.src, self.build = os.path.join(self.dir, "src"), os.path.join(self.dir, "build")
+        self.logpath = os.path.join(self.dir, "mutation.log")
+        self.files, self.top = files, top
+
+    def prepare(self, configure_args, make):
+        """Copy the tree, configure and build it with every check program."""
+        shutil.rmtree(self.src, ignore_errors=True)
+        for f in self.files:
+            os.makedirs(os.path.join(self.src, os.path.dirname(f)), exist_ok=True)
+            shutil.copy2(os.path.join(self.top, f), os.path.join(self.src, f))
+        os.makedirs(self.build, exist_ok=True)
+        self.logf = open(self.logpath, "w")
+        self.env = dict(os.environ, top_builddir=".", top_srcdir=self.src)
+        quoted = " ".join("'" + a.replace("'", "'\\''") + "'" for a in configure_args)
+        self.make = make
+        # check_PROGRAMS too (make check with no tests runs nothing).
+        self.build_cmd = f"{make} >/dev/null && {make} check TESTS= >/dev/null"
+        return not (run("autoreconf -fi", self.src, self.logf) or
+                    run(f"'{self.src}/configure' {quoted}", self.build, self.logf) or
+                    run(self.build_cmd, self.build, self.logf))
+
+    def test(self, t):
+        return run(t, self.build, self.logf, self.env, TEST_TIMEOUT_S)
+
+    def mutate(self, m):
+        """(caught by, result) of one mutation; the copy is restored after it."""
+        log(self.logf, f"==== mutation {m['name']}: {m['why']}")
+        originals, why = apply(self.src, m)
+        if originals is None:
+            return why, "NOT APPLIED"
+        try:
+            progs = programs(m)
+            cmd = f"{self.make} >/dev/null && {self.make} {' '.join(progs)} >/dev/null" if progs else self.build_cmd
+            if run(cmd, self.build, self.logf):
+                return "(does not build)", "NOT APPLIED"
+            # One failing test is the catch: the rest need not run. A test
+            # that skips (77) under the mutation did not catch it.
+            for t in m["tests"]:
+                if self.test(t) not in (0, 77):
+                    return t, "caught"
+            return "nothing", "SURVIVED"
+        finally:
+            restore(originals)
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     top = os.path.dirname(os.path.dirname(here))
@@ -136,73 +189,80 @@ def main():
             print(f"mutation {name} no longer applies: {why}")
         print(f"{len(muts) - len(bad)} of {len(muts)} planted bugs apply")
         sys.exit(1 if bad else 0)
-    jobs = os.environ.get("SRD_MUTATION_JOBS", str(os.cpu_count() or 1))
+    if not muts:
+        sys.exit(f"mutation: no planted bug is named {','.join(sorted(only))}")
+    cpus = os.cpu_count() or 1
+    nworkers = max(1, min(int(os.environ.get("SRD_MUTATION_WORKERS", str(cpus))), len(muts)))
+    jobs = os.environ.get("SRD_MUTATION_JOBS", str(cpus))
     scratch = os.environ.get("SRD_MUTATION_DIR") or tempfile.mkdtemp(prefix="srd-mutation.")
-    src, build = os.path.join(scratch, "src"), os.path.join(scratch, "build")
-    logpath = os.path.join(scratch, "mutation.log")
     t0 = time.time()
-    print(f"scratch copy and build in {scratch}; log {logpath}", flush=True)
+    print(f"{len(muts)} planted bug(s), {nworkers} worker(s), scratch copies and builds in {scratch}", flush=True)
 
-    # A scratch copy of the tree as it is (tracked and untracked files, not
+    # Scratch copies of the tree as it is (tracked and untracked files, not
     # ignored ones): the mutations never touch the working tree.
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=top, check=True,
                            stdout=subprocess.PIPE).stdout.decode().split("\0")
-    shutil.rmtree(src, ignore_errors=True)
-    for f in filter(None, files):
-        if not os.path.isfile(os.path.join(top, f)):
-            continue
-        os.makedirs(os.path.join(src, os.path.dirname(f)), exist_ok=True)
-        shutil.copy2(os.path.join(top, f), os.path.join(src, f))
-    os.makedirs(build, exist_ok=True)
-    with open(logpath, "w") as logf:
-        quoted = " ".join("'" + a.replace("'", "'\\''") + "'" for a in configure_args)
-        env = dict(os.environ, top_builddir=".", top_srcdir=src)
-        make = f"nice -n 10 make -j{jobs} {os.environ.get('SRD_MUTATION_MAKE_ARGS', '')}"
-        # check_PROGRAMS too (make check with no tests runs nothing).
-        build_cmd = f"{make} >/dev/null && {make} check TESTS= >/dev/null"
-        if (run("autoreconf -fi", src, logf) or run(f"'{src}/configure' {quoted}", build, logf)
-                or run(build_cmd, build, logf)):
-            sys.exit(f"mutation: the unmutated tree does not build (see {logpath})")
-        # Every test must pass unmutated, or catching proves nothing.
-        tests = sorted({t for m in muts for t in m["tests"]})
-        broken = [t for t in tests if run(t, build, logf, env, TEST_TIMEOUT_S)]
-        if broken:
-            sys.exit("mutation: these tests fail without a mutation: " + "; ".join(broken) + f" (see {logpath})")
-        print(f"baseline: {len(tests)} test command(s) pass unmutated ({time.time() - t0:.0f} s)", flush=True)
+    files = [f for f in files if f and os.path.isfile(os.path.join(top, f))]
+    make = f"nice -n 10 make -j{jobs} {os.environ.get('SRD_MUTATION_MAKE_ARGS', '')}"
+    workers = [Worker(scratch, i, files, top) for i in range(nworkers)]
+    with ThreadPoolExecutor(nworkers) as pool:
+        built = list(pool.map(lambda w: w.prepare(configure_args, make), workers))
+    if not all(built):
+        sys.exit("mutation: the unmutated tree does not build (see " +
+                 "; ".join(w.logpath for w, ok in zip(workers, built) if not ok) + ")")
 
-        rows = []
-        for m in muts:
+    # Every test must pass unmutated, or catching proves nothing.
+    tests = sorted({t for m in muts for t in m["tests"]})
+    queue = list(enumerate(tests))
+    lock = threading.Lock()
+    broken = []
+
+    def baseline(w):
+        while True:
+            with lock:
+                if not queue:
+                    return
+                _, t = queue.pop(0)
+            if w.test(t):
+                with lock:
+                    broken.append(t)
+
+    with ThreadPoolExecutor(nworkers) as pool:
+        list(pool.map(baseline, workers))
+    if broken:
+        sys.exit("mutation: these tests fail without a mutation: " + "; ".join(sorted(broken)) +
+                 " (see " + "; ".join(w.logpath for w in workers) + ")")
+    print(f"baseline: {len(tests)} test command(s) pass unmutated ({time.time() - t0:.0f} s)", flush=True)
+
+    rows = [None] * len(muts)
+    todo = list(range(len(muts)))
+
+    def drain(w):
+        while True:
+            with lock:
+                if not todo:
+                    return
+                i = todo.pop(0)
             t1 = time.time()
-            log(logf, f"==== mutation {m['name']}: {m['why']}")
-            originals, why = apply(src, m)
-            if originals is None:
-                rows.append((m["name"], why, "NOT APPLIED"))
-            else:
-                try:
-                    progs = programs(m)
-                    cmd = f"{make} >/dev/null && {make} {' '.join(progs)} >/dev/null" if progs else build_cmd
-                    if run(cmd, build, logf):
-                        rows.append((m["name"], "(does not build)", "NOT APPLIED"))
-                    else:
-                        # A test that skips (77) under the mutation did not catch it.
-                        caught = [t for t in m["tests"] if run(t, build, logf, env, TEST_TIMEOUT_S) not in (0, 77)]
-                        rows.append((m["name"], "; ".join(caught) if caught else "nothing",
-                                     "caught" if caught else "SURVIVED"))
-                finally:
-                    restore(originals)
-            print(f"{m['name']}: {rows[-1][2]} ({time.time() - t1:.0f} s)", flush=True)
-        run(build_cmd, build, logf)
+            rows[i] = (muts[i]["name"], *w.mutate(muts[i]))
+            with lock:
+                print(f"{rows[i][0]}: {rows[i][2]} ({time.time() - t1:.0f} s)", flush=True)
 
-    w = max(len(r[0]) for r in rows)
+    with ThreadPoolExecutor(nworkers) as pool:
+        list(pool.map(drain, workers))
+    for w in workers:
+        w.logf.close()
+
+    width = max(len(r[0]) for r in rows)
     print()
-    print(f"| {'mutation':<{w}} | caught by | result |")
-    print(f"|{'-' * (w + 2)}|---|---|")
+    print(f"| {'mutation':<{width}} | caught by | result |")
+    print(f"|{'-' * (width + 2)}|---|---|")
     for name, by, result in rows:
-        print(f"| {name:<{w}} | {by} | {result} |")
+        print(f"| {name:<{width}} | {by} | {result} |")
     bad = sum(r[2] != "caught" for r in rows)
     print(f"\n{len(rows) - bad} of {len(rows)} mutations caught in {time.time() - t0:.0f} s")
     if bad:
-        print(f"kept {scratch} (log: {logpath})")
+        print(f"kept {scratch} (logs: " + "; ".join(w.logpath for w in workers) + ")")
     elif not os.environ.get("SRD_MUTATION_DIR"):
         shutil.rmtree(scratch, ignore_errors=True)
     sys.exit(1 if bad else 0)

@@ -3,7 +3,9 @@
 # small source edit, matched by code text, that breaks the product) is applied
 # to a scratch copy of this tree (tracked and untracked files, in
 # $SRD_MUTATION_DIR or a fresh /tmp/srd-mutation.*), which is rebuilt; then the
-# tests the mutation names run, and one of them must fail. The tests must all
+# tests the mutation names run until one of them fails, as one must.
+# SRD_MUTATION_WORKERS copies (default: one per core) take mutations side by
+# side, each rebuilding only what the edit touches. The tests must all
 # pass on the unmutated copy first. Prints a table (mutation, caught by,
 # result) and exits 1 when a mutation survives or no longer applies.
 #

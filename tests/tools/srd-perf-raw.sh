@@ -37,9 +37,10 @@ for prov in tcp shm; do
   raw=$(sed -n 's/.*raw libfabric.*eager fi_senddata up to \([0-9]*\) B.*/\1/p' "$tmp/both" | head -n 1)
   [ -n "$plugin" ] && [ "$plugin" = "$raw" ] || { cat "$tmp/both"; fail "$prov: raw eager size '$raw' against the plugin's '$plugin'"; }
   # And stripes large messages over as many lanes per NIC as the plugin.
-  # The automatic count with NCCL_SRD_TEST_CPUS=64: the most lanes (4 threads)
-  # for up to 10 processes of ours on the host, so tests beside it change nothing.
-  for setting in NCCL_SRD_PROGRESS_THREADS=1 NCCL_SRD_TEST_CPUS=64; do
+  # The automatic count with NCCL_SRD_TEST_CPUS=4096: the most lanes (4 threads)
+  # for up to 682 processes of ours on the host, so tests beside it (make -j check,
+  # other suites on the machine) change nothing.
+  for setting in NCCL_SRD_PROGRESS_THREADS=1 NCCL_SRD_TEST_CPUS=4096; do
     env "$setting" NCCL_DEBUG=INFO FI_PROVIDER="$prov" timeout 600 "$bin" -b 8 -e 8 -n 2 -w 1 \
       > "$tmp/both" 2>&1 || fail "$prov: plugin run ($setting)"
     plugin=$(sed -n 's/.*NIC(s) x \([0-9]*\) lane(s).*/\1/p' "$tmp/both" | head -n 1)
