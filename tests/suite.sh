@@ -98,8 +98,10 @@ if [ -z "$lf2" ] && [ "$only" != 1.17 ]; then
       src=$lf2_build/libfabric-src
       rm -rf "$src" && mkdir -p "$src"
       tar xzf "$tar" -C "$src" --strip-components=1
-      (cd "$src" && ./configure --prefix="$lf2" --enable-only --enable-tcp --enable-shm --enable-rxm \
-         --disable-static >"$lf2_build/libfabric-build.log" 2>&1 &&
+      # A git snapshot has no configure yet; a release tarball has.
+      (cd "$src" && { [ -x configure ] || ./autogen.sh >"$lf2_build/libfabric-build.log" 2>&1; } &&
+       ./configure --prefix="$lf2" --enable-only --enable-tcp --enable-shm --enable-rxm \
+         --disable-static >>"$lf2_build/libfabric-build.log" 2>&1 &&
        make -j"$(nproc)" install >>"$lf2_build/libfabric-build.log" 2>&1) ||
         { tail -40 "$lf2_build/libfabric-build.log"; echo "suite: libfabric build failed" >&2; exit 1; }
       rm -rf "$src"
