@@ -908,6 +908,27 @@ TEST_F(TwoRails, DeregisteringABufferOfBothDirectionsClosesEveryRegistration) {
   srd_mr_cache_fini(&b.mrs);
 }
 
+// A GPU buffer any rail may have written into: iflush reads it back on every
+// rail (each read flushes only its own rail's writes), and the request is done
+// only when every read is.
+TEST_F(TwoRails, FlushReadsOnEveryRail) {
+  b.gdr.flush = true;
+  std::vector<char> in(4096);
+  Reg ri(in);
+  ri.mr.device = 0;
+  srd_req *fr = iflush(in, ri, 4096);
+  ASSERT_TRUE(fr);
+  ASSERT_EQ(size_t(b.nrails), g.reads.size()) << "one read per rail";
+  EXPECT_EQ(&b.rails[0], g.reads[0].rail);
+  EXPECT_EQ(&b.rails[1], g.reads[1].rail);
+  complete_read(0);
+  EXPECT_FALSE(fr->done) << "done before rail 1's read";
+  complete_read(0);
+  EXPECT_TRUE(fr->done);
+  EXPECT_EQ(0, fr->result);
+  srd_req_release(fr);
+}
+
 // A rail whose link came back is probed in rounds. An answer that is lost
 // (with the connection it crossed, or sent before the peer polled the rail)
 // must not stall the rail: the round ends at its time-out, another hold-down
