@@ -89,7 +89,9 @@ static void warn_silence(struct srd_dev *dev, const struct silence *s, uint64_t 
   dev->silent_warned = true;
   if (dev->silent_warn_gap_ms < warn_ms) dev->silent_warn_gap_ms = warn_ms;
   dev->silent_warn_next_ms = now + dev->silent_warn_gap_ms;
-  if (dev->silent_warn_gap_ms < SILENT_WARN_GAP_MAX_MS) dev->silent_warn_gap_ms *= 2;
+  /* Doubled, then cut to the cap: 30 s doubles to 480 s, then 600 s, not 960. */
+  dev->silent_warn_gap_ms *= 2;
+  if (dev->silent_warn_gap_ms > SILENT_WARN_GAP_MAX_MS) dev->silent_warn_gap_ms = SILENT_WARN_GAP_MAX_MS;
 }
 
 /* A comm that waits on its peer and has heard nothing for

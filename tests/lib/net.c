@@ -247,6 +247,7 @@ ncclResult_t st_net_get_properties(int dev, struct st_props *p) {
     memset(&q, 0, sizeof q);
     rc = version == 9 ? table.v9->getProperties(dev, &q) : table.v10->getProperties(dev, &q);
     COPY_COMMON_PROPS(p, q);
+    p->max_p2p_bytes = q.maxP2pBytes;
     break;
   }
   case 11: {
@@ -254,6 +255,7 @@ ncclResult_t st_net_get_properties(int dev, struct st_props *p) {
     memset(&q, 0, sizeof q);
     rc = table.v11->getProperties(dev, &q);
     COPY_COMMON_PROPS(p, q);
+    p->max_p2p_bytes = q.maxP2pBytes;
     break;
   }
   default: {
@@ -261,6 +263,7 @@ ncclResult_t st_net_get_properties(int dev, struct st_props *p) {
     memset(&q, 0, sizeof q);
     rc = table.v12->getProperties(dev, &q);
     COPY_COMMON_PROPS(p, q);
+    p->max_p2p_bytes = q.maxP2pBytes;
     break;
   }
   }

@@ -69,6 +69,7 @@ struct st_props {
   float latency;
   int max_comms;
   int max_recvs;
+  size_t max_p2p_bytes; /* v9+: the largest message NCCL gives one isend; v8: 0 */
 };
 
 ncclResult_t st_net_devices(int *ndev);

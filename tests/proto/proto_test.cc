@@ -5,6 +5,8 @@
 // side and when its completion runs, in any order, as often as they like.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdarg>
 #include <cstdlib>
 #include <cstring>
 #include <cstdio>
@@ -906,6 +908,27 @@ TEST_F(TwoRails, DeregisteringABufferOfBothDirectionsClosesEveryRegistration) {
   EXPECT_EQ(0, g.writable_open) << "the buffer is still remotely writable after it was deregistered";
   EXPECT_EQ(0, g.mrs_open) << "registrations of the deregistered buffer left open (pinned)";
   srd_mr_cache_fini(&b.mrs);
+}
+
+// A GPU buffer any rail may have written into: iflush reads it back on every
+// rail (each read flushes only its own rail's writes), and the request is done
+// only when every read is.
+TEST_F(TwoRails, FlushReadsOnEveryRail) {
+  b.gdr.flush = true;
+  std::vector<char> in(4096);
+  Reg ri(in);
+  ri.mr.device = 0;
+  srd_req *fr = iflush(in, ri, 4096);
+  ASSERT_TRUE(fr);
+  ASSERT_EQ(size_t(b.nrails), g.reads.size()) << "one read per rail";
+  EXPECT_EQ(&b.rails[0], g.reads[0].rail);
+  EXPECT_EQ(&b.rails[1], g.reads[1].rail);
+  complete_read(0);
+  EXPECT_FALSE(fr->done) << "done before rail 1's read";
+  complete_read(0);
+  EXPECT_TRUE(fr->done);
+  EXPECT_EQ(0, fr->result);
+  srd_req_release(fr);
 }
 
 // A rail whose link came back is probed in rounds. An answer that is lost
@@ -2647,6 +2670,47 @@ TEST(LaneSizing, HostProcessCount) {
 int forged_warnings = 0;
 void count_warnings(ncclDebugLogLevel level, unsigned long, const char *, int, const char *, ...) {
   forged_warnings += level == NCCL_LOG_WARN;
+}
+
+std::vector<uint64_t> silence_warned_at;
+uint64_t silence_now = 0;
+void record_silence_warnings(ncclDebugLogLevel level, unsigned long, const char *, int, const char *fmt, ...) {
+  if (level != NCCL_LOG_WARN) return;
+  char line[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  if (strstr(line, "wait on peers that were silent")) silence_warned_at.push_back(silence_now);
+}
+
+// A waiting comm's silent peer is warned about after NCCL_SRD_SILENT_WARN_MS,
+// then at gaps that double while the silence lasts, never more than 10 min
+// apart (README): a slow peer stays visible in a long job's log without
+// flooding it.
+TEST_F(Proto, SilenceWarningsComeAtDoublingGapsOfAtMostTenMinutes) {
+  const uint64_t warn_ms = static_cast<uint64_t>(srd_param_int(SRD_PARAM_SILENT_WARN_MS)), cap_ms = 600000;
+  const uint64_t t = srd_now_ms() + 100000;
+  s->last_heard_ms = s->last_ping_ms = t;
+  g.provider_full = true; // probes refused: a busy peer, never failed
+  silence_warned_at.clear();
+  srd_log_set_logger(record_silence_warnings);
+  for (silence_now = t; silence_now <= t + 3 * 3600 * 1000; silence_now += 1000) {
+    s->last_wait_ms = silence_now; // an isend still waits for its clear-to-send
+    srd_dev_probe_silent_peers(&a, silence_now);
+  }
+  srd_log_set_logger(nullptr);
+  g.provider_full = false;
+  EXPECT_EQ(0, s->result) << s->error;
+  ASSERT_GE(silence_warned_at.size(), 3u);
+  EXPECT_EQ(t + warn_ms, silence_warned_at[0]) << "the first warning after NCCL_SRD_SILENT_WARN_MS";
+  uint64_t gap = warn_ms;
+  for (size_t i = 1; i < silence_warned_at.size(); i++) {
+    EXPECT_EQ(gap, silence_warned_at[i] - silence_warned_at[i - 1]) << "warning " << i;
+    gap = std::min(2 * gap, cap_ms);
+  }
+  EXPECT_EQ(cap_ms, silence_warned_at.back() - silence_warned_at[silence_warned_at.size() - 2])
+      << "three hours of silence reach the 10-minute gap";
 }
 
 // A peer inside the job forging one-sided traffic into an RMA comm: writes

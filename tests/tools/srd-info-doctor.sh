@@ -3,8 +3,9 @@
 # per failed expectation naming the cause, on each misconfiguration we can
 # seed here: a wrong provider, FI_PROVIDER filtering it out, bad variables,
 # no EFA device, low memlock, huge pages the cgroup may not use, a missing
-# peermem module, a small /dev/shm, an unresolvable NCCL_NET_PLUGIN. System
-# files are read under SRD_INFO_SYSROOT.
+# peermem module, a small /dev/shm, an unresolvable NCCL_NET_PLUGIN, NCCL_NET
+# naming another network or unset. System files are read under
+# SRD_INFO_SYSROOT.
 set -u
 bin="${top_builddir:-.}/srd-info"
 tmp=$(mktemp -d) || exit 99
@@ -118,6 +119,15 @@ expect_fail NCCL_NET_PLUGIN "neither no-such-net nor libnccl-net-no-such-net.so"
 check env LD_LIBRARY_PATH="${top_builddir:-.}/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" NCCL_NET_PLUGIN=srd NCCL_NET=SRD "$bin" --check
 grep -q '^ok    NCCL_NET_PLUGIN srd loads libnccl-net-srd.so (net SRD)' "$tmp/out" || { cat "$tmp/out"; fail "NCCL_NET_PLUGIN=srd not resolved"; }
 grep -q '^ok    NCCL_NET  *SRD' "$tmp/out" || { cat "$tmp/out"; fail "NCCL_NET=SRD not taken"; }
+# NCCL_NET selecting another network (or none, README: a quiet fallback to
+# Socket) is a warning, never the ok line.
+for net in Socket IB; do
+  check env NCCL_NET="$net" "$bin" --check
+  grep -q "^warn  NCCL_NET  *NCCL_NET=$net: set NCCL_NET=SRD" "$tmp/out" || { cat "$tmp/out"; fail "NCCL_NET=$net not warned"; }
+  grep -q '^ok    NCCL_NET ' "$tmp/out" && { cat "$tmp/out"; fail "NCCL_NET=$net passed"; }
+done
+check env -u NCCL_NET "$bin" --check
+grep -q '^warn  NCCL_NET  *unset: set NCCL_NET=SRD' "$tmp/out" || { cat "$tmp/out"; fail "NCCL_NET unset not warned"; }
 
 # A container's 64 MiB /dev/shm (needs root to mount a small tmpfs).
 small=$tmp/small

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 
 extern "C" {
@@ -245,23 +246,84 @@ TEST_F(TunerAbi, ExportsNothingElse) {
     EXPECT_EQ(dlsym(lib.handle, internal), nullptr) << internal << " leaks out of the library";
 }
 
-TEST_F(TunerAbi, HandsOffWhenTheUserChose) {
-  setenv("NCCL_ALGO", "ring", 1);
+// NCCL_ALGO, NCCL_PROTO or both set: no cell of any table changes and no
+// channel count is set, through every table version, for each collective
+// and size. The same call with neither set changes a cell (the control), so
+// the check can fail.
+void expect_hands_off(const char *algo, const char *proto) {
+  SCOPED_TRACE(std::string("NCCL_ALGO=") + (algo ? algo : "(unset)") + " NCCL_PROTO=" + (proto ? proto : "(unset)"));
   const Lib &lib = library("libnccl-tuner-srd.so");
+  auto v2 = lib.sym<ncclTuner_v2_t>("ncclTunerPlugin_v2");
+  auto v3 = lib.sym<ncclTuner_v3_t>("ncclTunerPlugin_v3");
+  auto v4 = lib.sym<ncclTuner_v4_t>("ncclTunerPlugin_v4");
+  auto v5 = lib.sym<ncclTuner_v5_t>("ncclTunerPlugin_v5");
   auto v6 = lib.sym<ncclTuner_v6_t>("ncclTunerPlugin_v6");
-  ASSERT_NE(v6, nullptr);
-  void *ctx = nullptr;
-  ASSERT_EQ(v6->init(&ctx, 1, 4, 4, quiet_logger, nullptr, nullptr), ncclSuccess);
-  CostTable table, before;
-  int nch = 0;
-  ASSERT_EQ(v6->getCollInfo(ctx, ncclFuncAllReduce, 8, 1, table.arg(), NCCL_NUM_ALGORITHMS, NCCL_NUM_PROTOCOLS, 0,
-                            &nch),
-            ncclSuccess);
-  EXPECT_EQ(memcmp(table.t, before.t, sizeof(table.t)), 0);
-  EXPECT_EQ(nch, 0);
-  ASSERT_EQ(v6->finalize(ctx), ncclSuccess);
+  ASSERT_TRUE(v2 && v3 && v4 && v5 && v6);
+  bool forced = algo || proto;
+  if (algo) setenv("NCCL_ALGO", algo, 1);
+  if (proto) setenv("NCCL_PROTO", proto, 1);
+  void *c2 = nullptr, *c3 = nullptr, *c4 = nullptr, *c5 = nullptr, *c6 = nullptr;
+  ASSERT_EQ(v2->init(4, 4, quiet_logger, &c2), ncclSuccess);
+  ASSERT_EQ(v3->init(4, 4, quiet_logger, &c3), ncclSuccess);
+  ASSERT_EQ(v4->init(4, 4, quiet_logger, &c4), ncclSuccess);
+  ASSERT_EQ(v5->init(&c5, 1, 4, 4, quiet_logger, nullptr, nullptr), ncclSuccess);
+  ASSERT_EQ(v6->init(&c6, 1, 4, 4, quiet_logger, nullptr, nullptr), ncclSuccess);
   unsetenv("NCCL_ALGO");
+  unsetenv("NCCL_PROTO");
+  int changed = 0;
+  for (ncclFunc_t coll : {ncclFuncAllReduce, ncclFuncAllGather, ncclFuncReduceScatter, ncclFuncBroadcast})
+    for (size_t bytes : {size_t(8), size_t(1) << 16, size_t(1) << 20, size_t(1) << 30}) {
+      int a = -1, p = -1, nch = 0;
+      ASSERT_EQ(v2->getCollInfo(c2, coll, bytes, 0, 0, 1, &a, &p, &nch), ncclSuccess);
+      if (forced) {
+        EXPECT_TRUE(a == -1 && p == -1 && nch == 0) << "v2 coll " << coll << " " << bytes << " B: " << a << "/" << p;
+      } else {
+        changed += a != -1;
+      }
+      auto as_v4 = [](ncclResult_t (*f)(void *, ncclFunc_t, size_t, int, float **, int, int, int *)) {
+        return [f](void *c, ncclFunc_t fn, size_t n, float **t, int *ch) {
+          return f(c, fn, n, 1, t, NCCL_NUM_ALGORITHMS, NCCL_NUM_PROTOCOLS, ch);
+        };
+      };
+      auto with_regbuff = [](ncclResult_t (*f)(void *, ncclFunc_t, size_t, int, float **, int, int, int, int *)) {
+        return [f](void *c, ncclFunc_t fn, size_t n, float **t, int *ch) {
+          return f(c, fn, n, 1, t, NCCL_NUM_ALGORITHMS, NCCL_NUM_PROTOCOLS, 0, ch);
+        };
+      };
+      std::function<ncclResult_t(void *, ncclFunc_t, size_t, float **, int *)> calls[] = {
+          as_v4(v3->getCollInfo), with_regbuff(v4->getCollInfo), with_regbuff(v5->getCollInfo),
+          with_regbuff(v6->getCollInfo)};
+      void *ctxs[] = {c3, c4, c5, c6};
+      for (int v = 0; v < 4; v++) {
+        CostTable table, before;
+        nch = 0;
+        ASSERT_EQ(calls[v](ctxs[v], coll, bytes, table.arg(), &nch), ncclSuccess);
+        bool same = memcmp(table.t, before.t, sizeof(table.t)) == 0;
+        if (forced) {
+          EXPECT_TRUE(same) << "v" << v + 3 << " coll " << coll << " " << bytes << " B: a cell changed";
+          EXPECT_EQ(nch, 0) << "v" << v + 3 << " coll " << coll << " " << bytes << " B";
+        } else {
+          changed += !same;
+        }
+      }
+    }
+  if (!forced) {
+    EXPECT_GT(changed, 0) << "the control: with neither set the tuner never chose";
+  }
+  ASSERT_EQ(v2->destroy(c2), ncclSuccess);
+  ASSERT_EQ(v3->destroy(c3), ncclSuccess);
+  ASSERT_EQ(v4->destroy(c4), ncclSuccess);
+  ASSERT_EQ(v5->finalize(c5), ncclSuccess);
+  ASSERT_EQ(v6->finalize(c6), ncclSuccess);
 }
+
+TEST_F(TunerAbi, ChoosesWhenTheUserDidNot) { expect_hands_off(nullptr, nullptr); }
+
+TEST_F(TunerAbi, HandsOffWhenTheUserChoseTheAlgorithm) { expect_hands_off("ring", nullptr); }
+
+TEST_F(TunerAbi, HandsOffWhenTheUserChoseTheProtocol) { expect_hands_off(nullptr, "simple"); }
+
+TEST_F(TunerAbi, HandsOffWhenTheUserChoseBoth) { expect_hands_off("tree", "ll"); }
 
 TEST_F(TunerAbi, BadConfigFallsBackToTheModel) {
   auto v6 = library("libnccl-tuner-srd.so").sym<ncclTuner_v6_t>("ncclTunerPlugin_v6");
