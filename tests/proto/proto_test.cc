@@ -227,7 +227,7 @@ void make_dev(srd_dev *d, int index, int nrails = 1) {
   for (int l = 0; l < nrails; l++) {
     d->rails[l].buf_size = 4096;
     d->rails[l].virt_addr = 1;
-    d->rails[l].source = true;
+    d->rails[l].source = d->rails[l].write_source = true;
     snprintf(d->rails[l].name, sizeof d->rails[l].name, "fake%d.%d", index, l);
   }
   d->eager_max = kEagerMax;
@@ -1670,6 +1670,53 @@ TEST_F(Proto, StrangersMessagesAreDroppedWhereTheProviderNamesTheSource) {
   EXPECT_EQ(out, in);
   srd_req_release(sr);
   srd_req_release(rr);
+}
+
+// A peer inside the job naming another peer's comm by its write id (issue
+// 60), where the provider names writers: the write is not that comm's, the
+// writer's own comms fail with the evidence, the named comm goes on and
+// completes with its own peer's data.
+TEST_F(Proto, AWriteNamingAnotherPeersCommCutsTheWriterOff) {
+  auto [s2, r2] = another_pair(1);
+  const fi_addr_t rogue = 2; // r2's peer, as b's rails name it
+  std::vector<char> out = pattern(4096, 21), in(4096);
+  Reg ro(out), ri(in);
+  Reg *regs[] = {&ri};
+  srd_req *rr = irecv(1, &in, regs, nullptr);
+  deliver_and_complete_sends();
+  srd_imm guess = {r->write_id, rr->slot_tag, 1, 0, 0};
+  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], srd_imm_pack(guess), in.size(), rogue);
+  EXPECT_FALSE(rr->done) << "another peer's write completed the receive";
+  EXPECT_EQ(0, r->result) << "another peer's write failed the comm it named";
+  EXPECT_NE(0, r2->result) << "the writer was not cut off";
+  EXPECT_EQ(0, s2->result) << "a comm of another device was failed";
+  srd_req *sr = isend(out, ro, out.size(), 0);
+  ASSERT_EQ(1u, g.writes.size());
+  deliver_write(0);
+  complete_write(0);
+  EXPECT_TRUE(rr->done);
+  EXPECT_EQ(0, rr->result);
+  EXPECT_EQ(out, in);
+  srd_req_release(sr);
+  srd_req_release(rr);
+}
+
+// The same across one-sided groups: a peer's one-sided immediate naming the
+// RMA comm of another peer records no op there.
+TEST_F(Proto, AOneSidedWriteNamingAnotherPeersCommCutsTheWriterOff) {
+  auto [s2, r2] = another_pair(1);
+  const fi_addr_t rogue = 2;
+  srd_comm *bs = nullptr;
+  srd_rma_coll *coll = rma_group(&bs);
+  ASSERT_TRUE(coll && r->rma);
+  uint32_t next = r->rma->next_apply;
+  srd_rma_imm guess = {r->write_id, next, 1, SRD_MAX_STRIPES, 0};
+  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], srd_rma_imm_pack(guess), 64, rogue);
+  EXPECT_FALSE(r->rma->slots[next % SRD_RMA_SEQ_WINDOW].known) << "another peer's write shaped this peer's op";
+  EXPECT_EQ(0, r->result);
+  EXPECT_NE(0, r2->result) << "the writer was not cut off";
+  srd_rma_coll_detach(coll);
+  srd_rma_coll_free(coll);
 }
 
 // A write whose immediate data the receiver did not offer (forged, or from a
