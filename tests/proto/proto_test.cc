@@ -81,6 +81,7 @@ struct Fake {
   int loop_refused = 0; // loopback ops fail with this
   int read_refused = 0; // flush_read fails with this
   int reg_refused = 0;  // reg fails with this
+  int av_refused = 0;   // av_insert fails with this
   uint64_t keys_made = 0;
   int mrs_open = 0;
   int writable_open = 0; // of them, remotely writable
@@ -106,7 +107,7 @@ struct Fake {
 
 int av_insert(srd_rail *, const void *, fi_addr_t *addr) {
   *addr = 0;
-  return 0;
+  return g.av_refused;
 }
 void av_remove(srd_rail *, fi_addr_t) {}
 srd_rail_buf *get_send_buf(srd_rail *rail) {
@@ -2792,6 +2793,30 @@ class Hello : public Proto {
     Proto::TearDown();
   }
 };
+
+// An answer whose addresses the provider refuses fails the connecting comm;
+// a second answer for it is dropped, not taken over the first's peer state
+// (issue 60: the second srd_comm_set_peer leaked the first's).
+TEST_F(Hello, ASecondAnswerAfterARefusedOneIsDropped) {
+  srd_comm *c = srd_comm_alloc(&a, true);
+  ASSERT_TRUE(c);
+  c->cookie = 0x77;
+  a.rails[0].ep_name_len = 16;
+  srd_msg ans{};
+  ans.type = SRD_MSG_ACCEPT;
+  ans.dst_comm = c->id;
+  ans.token = c->token;
+  ans.u.peer = {0x77, 0x99, 0, 0x10009, 43, 5, 1, 1, 16, 0, name};
+  g.av_refused = -FI_EINVAL;
+  srd_handshake_on_message(&a, &ans);
+  g.av_refused = 0;
+  ASSERT_NE(0, c->result) << "a refused address did not fail the connect";
+  const fi_addr_t *first = c->inserted;
+  srd_handshake_on_message(&a, &ans);
+  EXPECT_EQ(first, c->inserted) << "the second answer replaced the first's peer state";
+  EXPECT_FALSE(c->ready);
+  srd_comm_close(c);
+}
 
 TEST_F(Hello, HelloCopiesMakeNoSecondComm) {
   srd_handshake_on_message(&b, &m);
