@@ -31,6 +31,9 @@ ncclResult_t srd_net_init(ncclDebugLogger_t logger);
 /* Drop one reference taken by init; the last one releases every device. */
 void srd_net_fini(void);
 ncclResult_t srd_net_devices(int *ndev);
+/* A NULL where `call` needs its `what`: warned, ncclInvalidArgument (NCCL
+ * never passes one; a wrapper might). */
+ncclResult_t srd_net_null_arg(const char *call, const char *what);
 ncclResult_t srd_net_get_properties(int dev, struct srd_props *props);
 ncclResult_t srd_net_listen(int dev, void *handle, void **listen_comm);
 ncclResult_t srd_net_connect(int dev, void *handle, void **send_comm);

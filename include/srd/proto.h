@@ -441,6 +441,7 @@ struct srd_dev {
    * one); comms_end bounds the scans. */
   struct srd_comm **comms;
   struct srd_comm **by_write_id; /* receive comms by the write id their peer's writes carry */
+  uint32_t *write_id_retired_s;  /* when each write id was last given back (srd_now_ms / 1000 + 1; 0: never) */
   uint16_t *gen;
   uint32_t *free_index;
   int nfree, comms_end;

@@ -189,6 +189,11 @@ struct srd_rail {
   int failed;
   bool thread_safe;
   bool source;             /* the provider reports completions' source addresses (FI_SOURCE) */
+  /* ... and names the writer of a remote write too: shm (the peer's map
+   * entry), tcp 2.x (the connection's peer), efa (the sender's QP, stamped by
+   * the device). Not tcp;ofi_rxm: 2.6 reports FI_ADDR_NOTAVAIL for every
+   * remote write (rxm_handle_remote_write) and 1.17 a stale address. */
+  bool write_source;
   pthread_mutex_t cq_lock; /* thread_safe rails: CQ reads and posts vs. AV changes */
   pthread_mutex_t post_lock; /* thread_safe rails: the post queue */
   struct srd_rail_write *postq_head, *postq_tail;

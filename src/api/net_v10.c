@@ -9,7 +9,7 @@ static ncclResult_t init_v10(ncclDebugLogger_t logger, ncclProfilerCallback_t pr
 
 static ncclResult_t props_v10(int dev, ncclNetProperties_v10_t *out) {
   struct srd_props p;
-  ncclResult_t rc = srd_net_get_properties(dev, &p);
+  ncclResult_t rc = out ? srd_net_get_properties(dev, &p) : srd_net_null_arg("getProperties", "properties");
   if (rc == ncclSuccess) SRD_FILL_PROPS_V9(out, p);
   return rc;
 }

@@ -10,7 +10,7 @@ static ncclResult_t init_v11(void **ctx, uint64_t comm_id, ncclNetCommConfig_v11
 
 static ncclResult_t props_v11(int dev, ncclNetProperties_v11_t *out) {
   struct srd_props p;
-  ncclResult_t rc = srd_net_get_properties(dev, &p);
+  ncclResult_t rc = out ? srd_net_get_properties(dev, &p) : srd_net_null_arg("getProperties", "properties");
   if (rc != ncclSuccess) return rc;
   SRD_FILL_PROPS_V9(out, p);
   out->maxMultiRequestSize = 1;

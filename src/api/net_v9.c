@@ -6,7 +6,7 @@ static ncclResult_t init_v9(ncclDebugLogger_t logger) { return srd_net_init(logg
 
 static ncclResult_t props_v9(int dev, ncclNetProperties_v9_t *out) {
   struct srd_props p;
-  ncclResult_t rc = srd_net_get_properties(dev, &p);
+  ncclResult_t rc = out ? srd_net_get_properties(dev, &p) : srd_net_null_arg("getProperties", "properties");
   if (rc == ncclSuccess) SRD_FILL_PROPS_V9(out, p);
   return rc;
 }

@@ -12,7 +12,7 @@ ncclResult_t srd_api_rma_init(void **ctx, uint64_t comm_id, ncclDebugLogger_t lo
 /* NCCL's GIN proxy drives the table (netDeviceType 2). */
 ncclResult_t srd_api_rma_props(int dev, ncclNetProperties_v12_t *out) {
   struct srd_props p;
-  ncclResult_t rc = srd_net_get_properties(dev, &p);
+  ncclResult_t rc = out ? srd_net_get_properties(dev, &p) : srd_net_null_arg("getProperties", "properties");
   if (rc != ncclSuccess) return rc;
   SRD_FILL_PROPS_V9(out, p);
   /* Never DMABUF: NCCL would register GPU windows by dma-buf, which shm

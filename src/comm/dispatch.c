@@ -35,6 +35,15 @@ static void keep_early(struct srd_comm *c, struct srd_rail *rail, fi_addr_t src,
 
 static void deliver(struct srd_comm *c, struct srd_rail *rail, fi_addr_t src, const struct srd_msg *msg);
 
+/* Is src, as the provider named it on rail, one of c's peer's addresses? */
+static bool peer_address(const struct srd_comm *c, const struct srd_rail *rail, fi_addr_t src) {
+  if (!c->inserted) return false;
+  int rpaths = c->remote_rails * c->remote_eps, l = (int)(rail - c->dev->rails);
+  for (int j = 0; j < rpaths; j++)
+    if (c->inserted[l * rpaths + j] == src) return true;
+  return false;
+}
+
 /* Did src (see struct srd_rail_handlers) send for c's peer? Where the
  * provider does not say (no FI_SOURCE), yes: the token and, for writes, the
  * keys are then what stands between a stranger and the comm. */
@@ -42,10 +51,40 @@ static bool from_peer(const struct srd_comm *c, const struct srd_rail *rail, fi_
   /* FI_ADDR_NOTAVAIL: the provider could not name this sender (shm 2.6 with
    * lanes, for a peer rail another lane inserted): the token vouches. */
   if (!rail->source || src == FI_ADDR_NOTAVAIL) return true;
-  if (!c->inserted) return false;
-  int rpaths = c->remote_rails * c->remote_eps, l = (int)(rail - c->dev->rails);
-  for (int j = 0; j < rpaths; j++)
-    if (c->inserted[l * rpaths + j] == src) return true;
+  return peer_address(c, rail, src);
+}
+
+/* A write named comm `named` by its write id, but the provider names its
+ * writer, src, and that is not named's peer: a peer guessing write ids (a
+ * legitimate peer writes only with the write id its answer gave it, and
+ * retired write ids rest before reuse: srd_comm_alloc). Every comm whose peer
+ * src is fails with this evidence; named and other peers' comms go on. */
+static void cut_off_writer(struct srd_dev *dev, struct srd_rail *rail, fi_addr_t src, const struct srd_comm *named,
+                           uint32_t write_id) {
+  int cut = 0;
+  for (int i = 0; i < dev->comms_end; i++) {
+    struct srd_comm *o = dev->comms[i];
+    if (!o || o == named || !o->ready || o->result || !peer_address(o, rail, src)) continue;
+    srd_comm_fail(o, SRD_ERR_REMOTE,
+                  "its peer wrote on rail %s naming write id %#x, which is comm %#x's of another peer: cut off", rail->name,
+                  write_id, named->id);
+    cut++;
+  }
+  if (!cut)
+    SRD_WARN_LIMITED(&dev->foreign_log,
+                     "rail %s: remote write for write id %#x (comm %#x) from address %#llx, which is not its peer's, dropped",
+                     rail->name, write_id, named->id, (unsigned long long)src);
+}
+
+/* Is a remote write naming c by its write id c's? Where the provider names
+ * writers (write_source), only when c's peer wrote it; elsewhere the write id
+ * (and the keys) are all there is. A writer the provider cannot name
+ * (FI_ADDR_NOTAVAIL: an address this rail never inserted) is judged by the
+ * write id alone, as without write sources. */
+static bool write_is_comms(struct srd_dev *dev, struct srd_rail *rail, struct srd_comm *c, fi_addr_t src,
+                           uint32_t write_id) {
+  if (!rail->write_source || src == FI_ADDR_NOTAVAIL || peer_address(c, rail, src)) return true;
+  cut_off_writer(dev, rail, src, c, write_id);
   return false;
 }
 
@@ -152,6 +191,7 @@ static void on_remote_write(void *arg, struct srd_rail *rail, uint32_t imm, size
   if (srd_imm_is_rma(imm)) {
     struct srd_comm *c = dev->by_write_id[imm & (SRD_MAX_COMMS - 1)];
     if (c && !c->is_send && c->ready && c->rma) {
+      if (!write_is_comms(dev, rail, c, src, c->write_id)) return;
       c->last_heard_ms = srd_now_ms();
       srd_rma_on_write(c, imm, len);
     } else {
@@ -173,11 +213,9 @@ static void on_remote_write(void *arg, struct srd_rail *rail, uint32_t imm, size
                      rail->name, v.write_id);
     return;
   }
-  /* No source check here: tcp;ofi_rxm 1.17 names the wrong peer for some
-   * remote-write completions (a ring of 4 processes hung on dropped legit
-   * ones). A write needs the key of a buffer offered to the peer, and its
-   * immediate data is checked against the receive (srd_proto_on_write). */
-  (void)src;
+  /* Its immediate data is then checked against the receive
+   * (srd_proto_on_write). */
+  if (!write_is_comms(dev, rail, c, src, v.write_id)) return;
   c->last_heard_ms = srd_now_ms();
   srd_proto_on_write(c, v, len);
 }

@@ -245,7 +245,9 @@ static void on_hello(struct srd_dev *dev, const struct srd_msg_peer *p) {
 
 static void on_accept(struct srd_dev *dev, uint32_t dst, uint64_t token, const struct srd_msg_peer *p) {
   struct srd_comm *c = srd_dev_comm_by_id(dev, dst);
-  if (!c || !c->is_send || c->ready || c->cookie != p->cookie || c->token != token) {
+  /* An answer after one that failed (c->result: its addresses refused) is
+   * dropped: the comm keeps its first peer state, and its error. */
+  if (!c || !c->is_send || c->ready || c->result || c->cookie != p->cookie || c->token != token) {
     SRD_WARN_LIMITED(&dev->foreign_log,
                      "device %d: answer for comm %#x that is not connecting (or wrong cookie or token) dropped",
                      dev->index, dst);

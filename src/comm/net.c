@@ -140,7 +140,13 @@ int srd_net_rma_gpu_check(char *why, size_t len) {
   return 0;
 }
 
+ncclResult_t srd_net_null_arg(const char *call, const char *what) {
+  SRD_WARN("%s: no %s given (NULL)", call, what);
+  return ncclInvalidArgument;
+}
+
 ncclResult_t srd_net_devices(int *ndev) {
+  if (!ndev) return srd_net_null_arg("devices", "count to fill");
   *ndev = g.ndevs;
   return ncclSuccess;
 }
@@ -224,10 +230,19 @@ ncclResult_t srd_net_accept(void *listen_comm, void **recv_comm) {
  * range with this one). A send buffer has no remote access: shared. */
 static uint64_t mr_owner(const struct srd_comm *c, unsigned access) { return access == SRD_MR_RECV ? c->id : 0; }
 
+#define REG_MAX_SIZE ((size_t)1 << 48)
+
 ncclResult_t srd_net_reg_mr(void *comm, void *data, size_t size, int type, int dmabuf_fd, uint64_t offset,
                             void **mhandle) {
   struct srd_comm *c = comm;
   if (!c || !mhandle || !srd_comm_usable(c, c->is_send)) return ncclInvalidArgument;
+  /* NCCL registers buffers it allocated: no NULL, and no size beyond what a
+   * process can map (48-bit virtual addresses); the provider may take either
+   * without touching the memory and fail only the first write into it. */
+  if (!data || size > REG_MAX_SIZE || (uintptr_t)data > UINTPTR_MAX - size) {
+    SRD_WARN("regMr: %zu bytes at %p cannot be memory of this process", size, data);
+    return ncclInvalidArgument;
+  }
   const struct srd_gdr_decision *gdr = &c->dev->gdr;
   int cuda_dev = -1;
   if (type == NCCL_PTR_CUDA && gdr->gpu) {
@@ -340,7 +355,7 @@ static int clamp_int(size_t v) { return v > INT_MAX ? INT_MAX : (int)v; }
 
 ncclResult_t srd_net_test(void *request, int *done, int *sizes) {
   struct srd_req *r = request;
-  if (!r || !done) return ncclInvalidArgument;
+  if (!r || !done) return srd_net_null_arg("test", !r ? "request" : "done flag");
   if (!r->in_use || r->released || r->comm->magic != SRD_COMM_MAGIC) {
     SRD_WARN("test of request %p, which is done or whose comm is closed", request);
     return ncclInvalidArgument;

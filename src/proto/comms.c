@@ -12,9 +12,10 @@
 int srd_dev_comms_init(struct srd_dev *dev) {
   dev->comms = calloc(SRD_MAX_COMMS, sizeof(*dev->comms));
   dev->by_write_id = calloc(SRD_MAX_COMMS, sizeof(*dev->by_write_id));
+  dev->write_id_retired_s = calloc(SRD_MAX_COMMS, sizeof(*dev->write_id_retired_s));
   dev->gen = calloc(SRD_MAX_COMMS, sizeof(*dev->gen));
   dev->free_index = malloc(SRD_MAX_COMMS * sizeof(*dev->free_index));
-  if (!dev->comms || !dev->by_write_id || !dev->gen || !dev->free_index) {
+  if (!dev->comms || !dev->by_write_id || !dev->write_id_retired_s || !dev->gen || !dev->free_index) {
     srd_dev_comms_fini(dev);
     return SRD_ERR_SYSTEM;
   }
@@ -29,6 +30,8 @@ void srd_dev_comms_fini(struct srd_dev *dev) {
   free(dev->comms);
   free(dev->by_write_id);
   dev->by_write_id = NULL;
+  free(dev->write_id_retired_s);
+  dev->write_id_retired_s = NULL;
   free(dev->gen);
   free(dev->free_index);
   dev->comms = NULL;
@@ -45,6 +48,26 @@ struct srd_comm *srd_dev_comm_by_id(struct srd_dev *dev, uint32_t id) {
 
 size_t srd_comm_size(bool is_send) {
   return is_send ? sizeof(struct srd_send_comm) : sizeof(struct srd_recv_comm);
+}
+
+/* A write id given back rests this long before a new comm draws it: a slow
+ * peer's late write for its closed comm then names no comm (dropped) rather
+ * than another peer's, which the dispatch would take for a guess and cut the
+ * writer off for. */
+#define WRITE_ID_REST_S 600
+
+/* A random free write id, rested where one is (there are as many ids as
+ * comm indexes, so one is free whenever an index is). */
+static uint32_t draw_write_id(const struct srd_dev *dev) {
+  uint32_t now_s = (uint32_t)(srd_now_ms() / 1000) + 1, w = (uint32_t)srd_random64() & (SRD_MAX_COMMS - 1);
+  uint32_t free_id = UINT32_MAX;
+  for (uint32_t k = 0; k < SRD_MAX_COMMS; k++, w = (w + 1) & (SRD_MAX_COMMS - 1)) {
+    if (dev->by_write_id[w]) continue;
+    uint32_t retired = dev->write_id_retired_s[w];
+    if (!retired || now_s - retired >= WRITE_ID_REST_S) return w;
+    if (free_id == UINT32_MAX) free_id = w;
+  }
+  return free_id;
 }
 
 struct srd_comm *srd_comm_alloc(struct srd_dev *dev, bool is_send) {
@@ -73,10 +96,7 @@ struct srd_comm *srd_comm_alloc(struct srd_dev *dev, bool is_send) {
   c->listener_addr = FI_ADDR_NOTAVAIL;
   dev->comms[idx] = c;
   if (!is_send) {
-    /* A random free write id: there are as many as comm indexes, so one is
-     * free whenever an index is. */
-    uint32_t w = (uint32_t)srd_random64() & (SRD_MAX_COMMS - 1);
-    while (dev->by_write_id[w]) w = (w + 1) & (SRD_MAX_COMMS - 1);
+    uint32_t w = draw_write_id(dev);
     dev->by_write_id[w] = c;
     c->write_id = (uint16_t)w;
   }
@@ -90,7 +110,10 @@ static void detach(struct srd_comm *c) {
   uint32_t idx = c->id & (SRD_MAX_COMMS - 1);
   if (!dev->comms || dev->comms[idx] != c) return;
   dev->comms[idx] = NULL;
-  if (!c->is_send) dev->by_write_id[c->write_id] = NULL;
+  if (!c->is_send) {
+    dev->by_write_id[c->write_id] = NULL;
+    dev->write_id_retired_s[c->write_id] = (uint32_t)(srd_now_ms() / 1000) + 1;
+  }
   dev->free_index[dev->nfree++] = idx;
   while (dev->comms_end > 0 && !dev->comms[dev->comms_end - 1]) dev->comms_end--;
   dev->ncomms--;

@@ -83,6 +83,7 @@ struct Fake {
   int loop_refused = 0; // loopback ops fail with this
   int read_refused = 0; // flush_read fails with this
   int reg_refused = 0;  // reg fails with this
+  int av_refused = 0;   // av_insert fails with this
   uint64_t keys_made = 0;
   int mrs_open = 0;
   int writable_open = 0; // of them, remotely writable
@@ -108,7 +109,7 @@ struct Fake {
 
 int av_insert(srd_rail *, const void *, fi_addr_t *addr) {
   *addr = 0;
-  return 0;
+  return g.av_refused;
 }
 void av_remove(srd_rail *, fi_addr_t) {}
 srd_rail_buf *get_send_buf(srd_rail *rail) {
@@ -229,7 +230,7 @@ void make_dev(srd_dev *d, int index, int nrails = 1) {
   for (int l = 0; l < nrails; l++) {
     d->rails[l].buf_size = 4096;
     d->rails[l].virt_addr = 1;
-    d->rails[l].source = true;
+    d->rails[l].source = d->rails[l].write_source = true;
     snprintf(d->rails[l].name, sizeof d->rails[l].name, "fake%d.%d", index, l);
   }
   d->eager_max = kEagerMax;
@@ -1695,6 +1696,53 @@ TEST_F(Proto, StrangersMessagesAreDroppedWhereTheProviderNamesTheSource) {
   srd_req_release(rr);
 }
 
+// A peer inside the job naming another peer's comm by its write id (issue
+// 60), where the provider names writers: the write is not that comm's, the
+// writer's own comms fail with the evidence, the named comm goes on and
+// completes with its own peer's data.
+TEST_F(Proto, AWriteNamingAnotherPeersCommCutsTheWriterOff) {
+  auto [s2, r2] = another_pair(1);
+  const fi_addr_t rogue = 2; // r2's peer, as b's rails name it
+  std::vector<char> out = pattern(4096, 21), in(4096);
+  Reg ro(out), ri(in);
+  Reg *regs[] = {&ri};
+  srd_req *rr = irecv(1, &in, regs, nullptr);
+  deliver_and_complete_sends();
+  srd_imm guess = {r->write_id, rr->slot_tag, 1, 0, 0};
+  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], srd_imm_pack(guess), in.size(), rogue);
+  EXPECT_FALSE(rr->done) << "another peer's write completed the receive";
+  EXPECT_EQ(0, r->result) << "another peer's write failed the comm it named";
+  EXPECT_NE(0, r2->result) << "the writer was not cut off";
+  EXPECT_EQ(0, s2->result) << "a comm of another device was failed";
+  srd_req *sr = isend(out, ro, out.size(), 0);
+  ASSERT_EQ(1u, g.writes.size());
+  deliver_write(0);
+  complete_write(0);
+  EXPECT_TRUE(rr->done);
+  EXPECT_EQ(0, rr->result);
+  EXPECT_EQ(out, in);
+  srd_req_release(sr);
+  srd_req_release(rr);
+}
+
+// The same across one-sided groups: a peer's one-sided immediate naming the
+// RMA comm of another peer records no op there.
+TEST_F(Proto, AOneSidedWriteNamingAnotherPeersCommCutsTheWriterOff) {
+  auto [s2, r2] = another_pair(1);
+  const fi_addr_t rogue = 2;
+  srd_comm *bs = nullptr;
+  srd_rma_coll *coll = rma_group(&bs);
+  ASSERT_TRUE(coll && r->rma);
+  uint32_t next = r->rma->next_apply;
+  srd_rma_imm guess = {r->write_id, next, 1, SRD_MAX_STRIPES, 0};
+  srd_dispatch_handlers.on_remote_write(&b, &b.rails[0], srd_rma_imm_pack(guess), 64, rogue);
+  EXPECT_FALSE(r->rma->slots[next % SRD_RMA_SEQ_WINDOW].known) << "another peer's write shaped this peer's op";
+  EXPECT_EQ(0, r->result);
+  EXPECT_NE(0, r2->result) << "the writer was not cut off";
+  srd_rma_coll_detach(coll);
+  srd_rma_coll_free(coll);
+}
+
 // A write whose immediate data the receiver did not offer (forged, or from a
 // buggy writer) fails that comm and completes nothing.
 uint32_t forged(const Write &w, uint32_t nstripes) {
@@ -2809,6 +2857,30 @@ class Hello : public Proto {
     Proto::TearDown();
   }
 };
+
+// An answer whose addresses the provider refuses fails the connecting comm;
+// a second answer for it is dropped, not taken over the first's peer state
+// (issue 60: the second srd_comm_set_peer leaked the first's).
+TEST_F(Hello, ASecondAnswerAfterARefusedOneIsDropped) {
+  srd_comm *c = srd_comm_alloc(&a, true);
+  ASSERT_TRUE(c);
+  c->cookie = 0x77;
+  a.rails[0].ep_name_len = 16;
+  srd_msg ans{};
+  ans.type = SRD_MSG_ACCEPT;
+  ans.dst_comm = c->id;
+  ans.token = c->token;
+  ans.u.peer = {0x77, 0x99, 0, 0x10009, 43, 5, 1, 1, 16, 0, name};
+  g.av_refused = -FI_EINVAL;
+  srd_handshake_on_message(&a, &ans);
+  g.av_refused = 0;
+  ASSERT_NE(0, c->result) << "a refused address did not fail the connect";
+  const fi_addr_t *first = c->inserted;
+  srd_handshake_on_message(&a, &ans);
+  EXPECT_EQ(first, c->inserted) << "the second answer replaced the first's peer state";
+  EXPECT_FALSE(c->ready);
+  srd_comm_close(c);
+}
 
 TEST_F(Hello, HelloCopiesMakeNoSecondComm) {
   srd_handshake_on_message(&b, &m);

@@ -324,3 +324,83 @@ int insider_closed_peer(int rank, int nranks, void *arg) {
   ST_NCCL(st_net_finalize());
   return 0;
 }
+
+/* ---------- sweep: every write id, guessed from a comm of its own ---------- */
+
+#define SWEEP_BUF 4096
+
+/* Rank 1: one 8-byte write into its own buffer, with its own key, per write
+ * id but its own, each naming slot 0 (B's first receive), one stripe and
+ * B_SIZE bytes: before writes were bound to their writer, one of these
+ * completed B empty (issue 60). */
+static int sweep_rogue(const struct st_ctx *ctx) {
+  struct rogue r;
+  struct rogue_peer p;
+  rogue_start(&r, ctx->provider, &p, NULL);
+  struct srd_msg m;
+  rogue_wait_cts(&r, &m);
+  uint64_t addr = m.u.cts.e[0].addr, key = srd_cts_key(&m.u.cts, 0, 0);
+  char data[8];
+  memset(data, 0xee, sizeof data);
+  uint32_t writes = 0;
+  int64_t t0 = st_now_ms();
+  for (uint32_t w = 0; w < SRD_MAX_COMMS; w++) {
+    if (w == p.write_id) continue;
+    uint32_t imm = srd_imm_pack((struct srd_imm){w, 0, 1, 0, 0});
+    if (rogue_write_claiming(&r, p.victim, data, sizeof data, addr, key, imm, B_SIZE, OP_MS)) break;
+    writes++;
+  }
+  st_note("rogue: %u writes in %lld ms", writes, (long long)(st_now_ms() - t0));
+  st_oob_send(0, &writes, sizeof writes);
+  char g;
+  st_oob_recv(0, &g, 1, 120000);
+  rogue_close(&r);
+  return 0;
+}
+
+int insider_sweep(int rank, int nranks, void *arg) {
+  (void)nranks;
+  ST_CHECK(setenv("NCCL_SRD_CLOSE_TIMEOUT_MS", "1000", 1) == 0, "setenv");
+  st_setup(arg, st_version(VERSION));
+  if (rank == 2) return legit_sender(rank);
+  if (rank == 1) return sweep_rogue(arg);
+  struct victim_b b;
+  victim_post_b(rank, &b);
+  char handle[HSIZE];
+  void *lcomm = victim_listen(handle, 1, -1), *mh = NULL, *req = NULL;
+  char *abuf = st_alloc(SWEEP_BUF);
+  void *ra = victim_offer_rogue(lcomm, abuf, SWEEP_BUF, &mh, &req);
+  int warn0 = st_warn_count(), done = 0;
+  ncclResult_t cut = ncclSuccess;
+  /* B's receive may neither complete nor fail meanwhile (victim_check_b_open
+   * fails the test on either); the rogue's own receive must fail. */
+  for (bool swept = false; !swept || (cut == ncclSuccess && !done);) {
+    victim_check_b_open(&b);
+    if (cut == ncclSuccess && !done) cut = st_net_test(req, &done, NULL);
+    else st_net_accept(lcomm, &(void *){NULL});
+    if (!swept && st_oob_ready(1)) {
+      uint32_t writes = 0;
+      st_oob_recv(1, &writes, sizeof writes, SETUP_MS);
+      st_note("the rogue swept %u write ids", writes);
+      ST_CHECK(writes == SRD_MAX_COMMS - 1, "the rogue's sweep stopped after %u writes", writes);
+      swept = true;
+      for (int64_t t = st_now_ms(); st_now_ms() - t < 1000 && cut == ncclSuccess && !done;)
+        cut = st_net_test(req, &done, NULL); /* what is still queued */
+      break;
+    }
+  }
+  ST_CHECK(cut != ncclSuccess || !done, "the rogue's own receive completed");
+  ST_CHECK(cut != ncclSuccess, "the rogue swept every write id and was not cut off");
+  ST_CHECK(st_log_count("cut off") > 0, "no line says why the rogue was cut off");
+  int warns = st_warn_count() - warn0;
+  st_note("%d warnings for the sweep", warns);
+  ST_CHECK(warns < 100, "%d warnings for one sweep: not rate-limited", warns);
+  victim_finish_b(&b);
+  char g = 'g';
+  st_oob_send(1, &g, 1);
+  st_net_dereg_mr(ra, mh);
+  st_net_close_recv(ra);
+  ST_NCCL(st_net_close_listen(lcomm));
+  ST_NCCL(st_net_finalize());
+  return 0;
+}

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -124,8 +125,16 @@ int api_misuse(int rank, int nranks, void *arg) {
   char *buf = st_alloc(size);
   void *mh = NULL, *req = NULL, *data = buf;
   int tag = 0, done = 0;
+  /* What NCCL never passes, a wrapper might (issue 60): errors, not crashes. */
+  ST_CHECK(st_net_devices(NULL) == ncclInvalidArgument, "devices(NULL)");
+  ST_CHECK(st_net_reg_mr(rc, NULL, size, &mh) == ncclInvalidArgument, "regMr of NULL");
+  ST_CHECK(st_net_reg_mr(rc, buf, (size_t)1 << 62, &mh) == ncclInvalidArgument, "regMr of 2^62 bytes");
+  ST_CHECK(st_net_reg_mr(rc, (void *)(UINTPTR_MAX - 4095), 8192, &mh) == ncclInvalidArgument,
+           "regMr of a range past the end of the address space");
   ST_NCCL(st_net_reg_mr(rc, buf, size, &mh));
   ST_CHECK(st_irecv_wait(rc, 1, &data, &size, &tag, &mh, &req, SETUP_MS, &err) == ST_DONE, "irecv");
+  ST_CHECK(st_net_test(req, NULL, NULL) == ncclInvalidArgument, "test with no done flag");
+  ST_CHECK(st_net_test(NULL, &done, NULL) == ncclInvalidArgument, "test of NULL");
   ST_CHECK(st_test_wait(req, NULL, SETUP_MS, &err) == ST_DONE, "receive");
   ST_CHECK(st_net_test(req, &done, NULL) == ncclInvalidArgument, "test of a request already reported done");
   ST_NCCL(st_net_dereg_mr(rc, mh));

@@ -49,6 +49,10 @@ fi_addr_t rogue_insert(struct rogue *r, const void *name);
 int rogue_read(struct rogue *r, fi_addr_t peer, void *buf, size_t len, uint64_t raddr, uint64_t key, int ms);
 int rogue_write(struct rogue *r, fi_addr_t peer, const void *buf, size_t len, uint64_t raddr, uint64_t key,
                 uint32_t imm, int ms);
+/* ... one claiming `claimed` bytes where the length travels in the CQ data
+ * (len_in_data: tcp, shm), as a forger may. */
+int rogue_write_claiming(struct rogue *r, fi_addr_t peer, const void *buf, size_t len, uint64_t raddr, uint64_t key,
+                         uint32_t imm, uint32_t claimed, int ms);
 int rogue_send(struct rogue *r, fi_addr_t peer, const void *buf, size_t len, int ms);
 /* Next control message that decodes, into *m (pointing into a buffer valid
  * until the next call); 0, or -1 on timeout. */
@@ -94,5 +98,6 @@ int hello_places(int rank, int nranks, void *arg);
 int insider_fuzz(int rank, int nranks, void *arg);
 int insider_nested(int rank, int nranks, void *arg);
 int insider_closed_peer(int rank, int nranks, void *arg);
+int insider_sweep(int rank, int nranks, void *arg);
 
 #endif

@@ -115,8 +115,13 @@ int rogue_read(struct rogue *r, fi_addr_t peer, void *buf, size_t len, uint64_t 
 
 int rogue_write(struct rogue *r, fi_addr_t peer, const void *buf, size_t len, uint64_t raddr, uint64_t key,
                 uint32_t imm, int ms) {
+  return rogue_write_claiming(r, peer, buf, len, raddr, key, imm, len, ms);
+}
+
+int rogue_write_claiming(struct rogue *r, fi_addr_t peer, const void *buf, size_t len, uint64_t raddr, uint64_t key,
+                         uint32_t imm, uint32_t claimed, int ms) {
   struct fi_context2 ctx;
-  uint64_t data = r->len_in_data ? (uint64_t)len << 32 | imm : imm;
+  uint64_t data = r->len_in_data ? (uint64_t)claimed << 32 | imm : imm;
   int rc = POST(r, ms, fi_writedata(r->ep, buf, len, NULL, data, peer, raddr, key, &ctx));
   if (rc) return rc == -FI_EAGAIN ? -1 : -rc;
   return wait_for(r, &ctx, ms);
