@@ -255,13 +255,25 @@ static void dark_parent(void)
 
 /* ---- devices: several per process, one loop thread each ---- */
 
+/* The emulator's loop threads in this process (named efa-emu-N). */
 static int threads(void)
 {
 	int n = 0;
 	DIR *d = opendir("/proc/self/task");
 
-	for (struct dirent *e; d && (e = readdir(d));)
-		n += e->d_name[0] != '.';
+	for (struct dirent *e; d && (e = readdir(d));) {
+		char path[300], comm[32] = "";
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+		f = fopen(path, "r");
+		if (f && fgets(comm, sizeof(comm), f) && !strncmp(comm, "efa-emu-", 8))
+			n++;
+		if (f)
+			fclose(f);
+	}
 	if (d)
 		closedir(d);
 	return n;
@@ -276,6 +288,7 @@ static int devices(void)
 	struct ibv_ah *ah;
 	int base = threads();
 
+	CHECK(base == 0, "%d loops before any device is open", base);
 	for (int i = 0; i < 4; i++)
 		open_end(&e[i], i, 3, 0);
 	for (int i = 0; i < 4; i++)

@@ -245,6 +245,7 @@ int emu_loop_start(struct emu_hw *hw)
 	struct sockaddr_un a;
 	socklen_t len = emu_addr_of(&hw->gid, &a);
 	int buf = 4 << 20;
+	char name[16];
 
 	hw->rxbuf = malloc(sizeof(struct pkt) + EMU_CHUNK);
 	hw->txbuf = malloc(EMU_CHUNK);
@@ -257,6 +258,9 @@ int emu_loop_start(struct emu_hw *hw)
 	setsockopt(hw->sock, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
 	if (pthread_create(&hw->thread, NULL, loop, hw))
 		goto fail;
+	/* Named, so tests can count the loops (one per device). */
+	snprintf(name, sizeof(name), "efa-emu-%d", hw->index);
+	pthread_setname_np(hw->thread, name);
 	return 0;
 fail:
 	if (hw->sock >= 0)
