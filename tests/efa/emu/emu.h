@@ -196,6 +196,16 @@ struct emu_hw {
 	struct emu_resp *resp, *resp_tail;   /* answers to emit, in order */
 	uint64_t next_op_id, pkts_in;
 	uint8_t *rxbuf, *txbuf;
+	/* Completions made under hw->lock, pushed to their CQs after it is
+	 * released (flush_lock held): a poller posts while it holds a CQ's
+	 * lock, so the loop must never take a CQ's lock under hw->lock. */
+	struct emu_done {
+		struct emu_qp *qp;
+		struct emu_cq *cq;
+		struct emu_cqe e;
+	} *done;
+	size_t ndone, done_cap;
+	pthread_mutex_t flush_lock;
 };
 
 /* profile.c */
@@ -222,6 +232,11 @@ int emu_loop_start(struct emu_hw *hw);
 void emu_loop_stop(struct emu_hw *hw);
 void emu_hw_submit(struct emu_hw *hw, struct emu_op *first, struct emu_op *last);
 void emu_loop_forget_qp(struct emu_hw *hw, struct emu_qp *qp);
+/* A completion for cq, delivered once the loop releases hw->lock. */
+void emu_done_add(struct emu_hw *hw, struct emu_qp *qp, struct emu_cq *cq,
+		  const struct emu_cqe *e);
+/* Waits until completions being delivered (none of qp's after forget) are. */
+void emu_loop_flush_wait(struct emu_hw *hw);
 
 /* cq.c */
 void emu_cq_push(struct emu_cq *cq, const struct emu_cqe *e);

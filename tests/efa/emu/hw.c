@@ -58,9 +58,11 @@ struct emu_hw *emu_hw_get(int index)
 	hw->next_ahn = 1;
 	gid_of(index, &hw->gid);
 	pthread_mutex_init(&hw->lock, NULL);
+	pthread_mutex_init(&hw->flush_lock, NULL);
 	if (emu_loop_start(hw)) {
 		int err = errno;
 
+		pthread_mutex_destroy(&hw->flush_lock);
 		pthread_mutex_destroy(&hw->lock);
 		free(hw);
 		pthread_mutex_unlock(&devices_lock);
@@ -83,6 +85,7 @@ void emu_hw_put(struct emu_hw *hw)
 	pthread_mutex_unlock(&devices_lock);
 	emu_loop_stop(hw);
 	free(hw->ahs);
+	pthread_mutex_destroy(&hw->flush_lock);
 	pthread_mutex_destroy(&hw->lock);
 	free(hw);
 }

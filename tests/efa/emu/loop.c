@@ -74,7 +74,7 @@ void emu_complete(struct emu_op *op, uint32_t vendor)
 			     .byte_len = (uint32_t)op->len,
 			     .qp_num = op->qp->ex.qp_base.qp_num };
 
-	emu_cq_push(op->qp->scq, &e);
+	emu_done_add(op->qp->hw, op->qp, op->qp->scq, &e);
 	free(op);
 }
 
@@ -204,6 +204,47 @@ static void receive(struct emu_hw *hw, uint64_t now)
 	}
 }
 
+void emu_done_add(struct emu_hw *hw, struct emu_qp *qp, struct emu_cq *cq,
+		  const struct emu_cqe *e)
+{
+	if (hw->ndone == hw->done_cap) {
+		size_t cap = hw->done_cap ? 2 * hw->done_cap : 256;
+		struct emu_done *n = realloc(hw->done, cap * sizeof(*n));
+
+		if (!n)
+			abort(); /* a lost completion would be a hang, not a test */
+		hw->done = n;
+		hw->done_cap = cap;
+	}
+	hw->done[hw->ndone++] = (struct emu_done){ qp, cq, *e };
+}
+
+/* Pushes the completions made so far with hw->lock released; flush_lock
+ * keeps a destroyed QP's CQ alive until they are in (emu_loop_flush_wait). */
+static void deliver(struct emu_hw *hw)
+{
+	struct emu_done *batch = hw->done;
+	size_t n = hw->ndone;
+
+	if (!n)
+		return;
+	hw->done = NULL;
+	hw->ndone = hw->done_cap = 0;
+	pthread_mutex_lock(&hw->flush_lock);
+	pthread_mutex_unlock(&hw->lock);
+	for (size_t i = 0; i < n; i++)
+		emu_cq_push(batch[i].cq, &batch[i].e);
+	pthread_mutex_unlock(&hw->flush_lock);
+	free(batch);
+	pthread_mutex_lock(&hw->lock);
+}
+
+void emu_loop_flush_wait(struct emu_hw *hw)
+{
+	pthread_mutex_lock(&hw->flush_lock);
+	pthread_mutex_unlock(&hw->flush_lock);
+}
+
 static void *loop(void *arg)
 {
 	struct emu_hw *hw = arg;
@@ -235,6 +276,7 @@ static void *loop(void *arg)
 		receive(hw, now);
 		blocked = emu_emit_all(hw, emu_now_ns());
 		probe(hw, now);
+		deliver(hw);
 	}
 	pthread_mutex_unlock(&hw->lock);
 	return NULL;
@@ -314,6 +356,7 @@ void emu_loop_stop(struct emu_hw *hw)
 		hw->resp = r->next;
 		free(r);
 	}
+	free(hw->done);
 }
 
 void emu_hw_submit(struct emu_hw *hw, struct emu_op *first, struct emu_op *last)
@@ -353,6 +396,12 @@ static struct emu_op *drop_qp_ops(struct emu_op *list, struct emu_qp *qp,
  * provider expects after ibv_destroy_qp. */
 void emu_loop_forget_qp(struct emu_hw *hw, struct emu_qp *qp)
 {
+	size_t kept = 0;
+
+	for (size_t i = 0; i < hw->ndone; i++)
+		if (hw->done[i].qp != qp)
+			hw->done[kept++] = hw->done[i];
+	hw->ndone = kept;
 	hw->submit = drop_qp_ops(hw->submit, qp, &hw->submit_tail);
 	hw->sched = drop_qp_ops(hw->sched, qp, &hw->sched_tail);
 	for (int b = 0; b < 256; b++)

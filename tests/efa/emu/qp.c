@@ -380,6 +380,7 @@ EMU_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	emu_hw_remove_qp(qp->hw, qp);
 	emu_loop_forget_qp(qp->hw, qp);
 	pthread_mutex_unlock(&qp->hw->lock);
+	emu_loop_flush_wait(qp->hw);
 	emu_counters_dump(qp);
 	pthread_mutex_destroy(&qp->rq_lock);
 	pthread_mutex_destroy(&ibqp->mutex);

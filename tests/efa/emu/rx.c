@@ -32,7 +32,7 @@ static void recv_cqe(struct emu_hw *hw, struct emu_qp *qp, const struct pkt *h,
 	e->imm = h->imm;
 	if (h->has_imm)
 		e->wc_flags |= IBV_WC_WITH_IMM;
-	emu_cq_push(qp->rcq, e);
+	emu_done_add(hw, qp, qp->rcq, e);
 }
 
 /* Sends land in the oldest posted receive, or are refused (RNR) when none is
