@@ -104,6 +104,9 @@ static void writer(bool imm)
 	expect(7, "write past the end");
 	CHECK(!post(&E, ah, &peer, 1, 3, buf, 64, mr->lkey, 0, peer.addr - 1, peer.rkey), "post");
 	expect(7, "write before the start");
+	/* The region grants remote write only. */
+	CHECK(!post(&E, ah, &peer, 3, 5, buf, 64, mr->lkey, 0, peer.addr, peer.rkey), "post");
+	expect(7, "read of a region without remote read");
 	CHECK(!post(&E, ah, &peer, imm ? 2 : 1, 4, buf, BIG, mr->lkey, 77, peer.addr, peer.rkey),
 	      "post");
 	expect(0, "write");
