@@ -35,6 +35,7 @@
 enum emu_vendor_err {
 	EMU_OK = 0,
 	EMU_FLUSHED = 1,
+	EMU_LOCAL_INVALID_LKEY = 5,
 	EMU_LOCAL_BAD_LENGTH = 6,
 	EMU_BAD_ADDRESS = 7,
 	EMU_BAD_DEST_QPN = 9,

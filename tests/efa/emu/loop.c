@@ -33,7 +33,7 @@ static enum ibv_wc_status status_of(uint32_t vendor)
 	switch (vendor) {
 	case EMU_OK: return IBV_WC_SUCCESS;
 	case EMU_FLUSHED: return IBV_WC_WR_FLUSH_ERR;
-	case 5: return IBV_WC_LOC_PROT_ERR;
+	case EMU_LOCAL_INVALID_LKEY: return IBV_WC_LOC_PROT_ERR;
 	case EMU_LOCAL_BAD_LENGTH: return IBV_WC_LOC_LEN_ERR;
 	case EMU_BAD_ADDRESS: return IBV_WC_REM_ACCESS_ERR;
 	case EMU_RNR: return IBV_WC_RNR_RETRY_EXC_ERR;

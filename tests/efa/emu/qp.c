@@ -202,7 +202,7 @@ static int wr_complete(struct ibv_qp_ex *ex)
 	pthread_mutex_lock(&qp->hw->lock);
 	for (op = qp->batch; op; op = op->next)
 		if (!op->is_inline && !emu_lkey_ok(qp->hw, op->sge, op->nsge))
-			op->local_err = 5; /* LOCAL_ERROR_INVALID_LKEY */
+			op->local_err = EMU_LOCAL_INVALID_LKEY;
 	emu_hw_submit(qp->hw, qp->batch, qp->batch_tail);
 	pthread_mutex_unlock(&qp->hw->lock);
 	qp->batch = qp->batch_tail = NULL;

@@ -67,7 +67,7 @@ static void rx_send(struct emu_hw *hw, const struct pkt *h, const uint8_t *data)
 	}
 	if (!emu_lkey_ok(hw, r.sge, r.nsge)) {
 		e.status = IBV_WC_LOC_PROT_ERR;
-		e.vendor_err = 5; /* LOCAL_ERROR_INVALID_LKEY */
+		e.vendor_err = EMU_LOCAL_INVALID_LKEY;
 		recv_cqe(hw, qp, h, &e);
 		emu_ack(hw, h, 12); /* REMOTE_ERROR_BAD_STATUS */
 		return;
@@ -148,6 +148,13 @@ static void rx_read_data(struct emu_hw *hw, const struct pkt *h,
 		return; /* late data of an op its QP's destruction forgot */
 	op->qp->cnt.rx_pkts++;
 	op->qp->cnt.rx_bytes += h->len;
+	/* The destination is checked as the data lands: it may have been
+	 * deregistered (and freed) since the post. */
+	if (!emu_lkey_ok(hw, op->sge, op->nsge)) {
+		emu_inflight_remove(hw, op);
+		emu_complete(op, EMU_LOCAL_INVALID_LKEY);
+		return;
+	}
 	emu_sge_copy(op->sge, op->nsge, h->offset, (uint8_t *)data, h->len, true);
 	op->got += h->len;
 	if (op->got >= op->len) {

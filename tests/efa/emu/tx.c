@@ -94,12 +94,16 @@ static int emit_op(struct emu_hw *hw, struct emu_op *op)
 	if (op->kind == EMU_OP_READ) {
 		h.type = PK_READ_REQ;
 		if ((err = emu_emit(hw, &op->dgid, &h, NULL)))
-			return err;
+			return err == EAGAIN ? EAGAIN : EMU_UNREACH_REMOTE;
 		op->qp->cnt.tx_pkts++;
 		op->sent = op->len;
 		return 0;
 	}
 	h.type = op->kind == EMU_OP_SEND ? PK_SEND : PK_WRITE;
+	/* The source is read now, as a device reads it: a region deregistered
+	 * since the post fails the op (its memory may be gone). */
+	if (!op->is_inline && !emu_lkey_ok(hw, op->sge, op->nsge))
+		return EMU_LOCAL_INVALID_LKEY;
 	do {
 		uint64_t n = op->len - op->sent;
 
@@ -112,7 +116,7 @@ static int emit_op(struct emu_hw *hw, struct emu_op *op)
 		else
 			emu_sge_copy(op->sge, op->nsge, op->sent, buf, n, false);
 		if ((err = emu_emit(hw, &op->dgid, &h, buf)))
-			return err;
+			return err == EAGAIN ? EAGAIN : EMU_UNREACH_REMOTE;
 		op->qp->cnt.tx_pkts++;
 		op->qp->cnt.tx_bytes += n;
 		op->sent += n;
@@ -210,7 +214,7 @@ bool emu_emit_all(struct emu_hw *hw, uint64_t now)
 		if (hw->sched_tail == op)
 			hw->sched_tail = prev;
 		if (err) {
-			emu_complete(op, EMU_UNREACH_REMOTE);
+			emu_complete(op, (uint32_t)err);
 			continue;
 		}
 		op->emitted_ns = now;
