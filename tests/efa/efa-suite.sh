@@ -20,7 +20,7 @@ done
 # there, each a finding (CONTRIBUTING.md, "The emulated EFA device"): close
 # (close-mid-transfer: a send buffer deregistered with writes queued in the
 # provider, which then reads the closed registration), slowpeer
-# (run-ahead), badinput (bad-handles, gone-listeners), rma.  Name them to
+# (run-ahead), badinput (bad-handles, gone-listeners), rma (get-lanes).  Name them to
 # run them: efa-suite.sh p5:efa -- close
 default=
 if [ -z "$runs" ] && [ -z "$tests" ]; then
