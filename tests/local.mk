@@ -176,7 +176,7 @@ SRD_UNIT_TESTS = \
 	tests/mr/mr_test \
 	tests/topo/group_test tests/topo/ifname_test tests/topo/gdr_test tests/topo/efa_select_test \
 	tests/proto/proto_test tests/rail/av_index_test tests/rail/rail_write_test tests/wire/wire_test tests/sched/sched_test \
-	tests/tools/perf_args_test tests/tools/perf_stats_test tests/tools/json_writer_test \
+	tests/tools/perf_args_test tests/tools/perf_stats_test tests/tools/perf_report_test tests/tools/json_writer_test \
 	tests/tuner/model_test tests/tuner/rules_test tests/tuner/abi_test
 check_PROGRAMS += $(SRD_UNIT_TESTS)
 TESTS += $(SRD_UNIT_TESTS)
@@ -234,6 +234,9 @@ tests_tools_perf_args_test_LDADD = libsrd_toolkit.la libsrd_util.la $(SRD_GTEST_
 tests_tools_perf_stats_test_SOURCES = tests/tools/perf_stats_test.cc
 tests_tools_perf_stats_test_CPPFLAGS = $(SRD_TOOL_TEST_CPPFLAGS)
 tests_tools_perf_stats_test_LDADD = libsrd_toolkit.la $(SRD_GTEST_LIBS)
+tests_tools_perf_report_test_SOURCES = tests/tools/perf_report_test.cc
+tests_tools_perf_report_test_CPPFLAGS = $(SRD_TOOL_TEST_CPPFLAGS)
+tests_tools_perf_report_test_LDADD = libsrd_toolkit.la libsrd_util.la $(SRD_GTEST_LIBS)
 tests_tools_json_writer_test_SOURCES = tests/tools/json_writer_test.cc
 tests_tools_json_writer_test_CPPFLAGS = $(SRD_TOOL_TEST_CPPFLAGS)
 tests_tools_json_writer_test_LDADD = libsrd_toolkit.la $(SRD_GTEST_LIBS)

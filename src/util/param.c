@@ -138,7 +138,9 @@ int srd_param_check(enum srd_param p, const char *value, char *why, size_t len) 
     snprintf(why, len, "is neither efa nor efa-direct");
     return -1;
   }
-  if (p == SRD_PARAM_TOPO_FILE) {
+  /* A file named but unreadable is a mistake to report, not an unset
+   * variable to pass over silently (the tuner would run without its rules). */
+  if (p == SRD_PARAM_TOPO_FILE || p == SRD_PARAM_TUNER_CONFIG) {
     if (!access(value, R_OK)) return 0;
     snprintf(why, len, "cannot be read (%s)", strerror(errno));
     return -1;
@@ -159,6 +161,7 @@ int srd_param_check(enum srd_param p, const char *value, char *why, size_t len) 
 void srd_param_default_text(enum srd_param p, char *buf, size_t len) {
   if (p == SRD_PARAM_GDR) snprintf(buf, len, "auto");
   else if (p == SRD_PARAM_TOPO_FILE) snprintf(buf, len, "the live machine's topology");
+  else if (p == SRD_PARAM_TUNER_CONFIG) snprintf(buf, len, "the tuner's model alone");
   else if (table[p].is_string) snprintf(buf, len, "unset");
   else snprintf(buf, len, "%lld", (long long)table[p].def);
 }
