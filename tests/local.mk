@@ -153,6 +153,12 @@ EXTRA_DIST += tests/pkg/installed.sh
 # doc/aws.md's examples (MPIJob YAML, Dockerfile) parse.
 TESTS += tests/doc/aws-examples.sh
 EXTRA_DIST += tests/doc/aws-examples.sh tests/doc/aws_examples.py
+# doc/variables.md is what the parameter table prints.
+check_PROGRAMS += tests/doc/variables
+tests_doc_variables_SOURCES = tests/doc/variables.c
+tests_doc_variables_LDADD = libsrd_util.la
+TESTS += tests/doc/variables.sh
+EXTRA_DIST += tests/doc/variables.sh doc/variables.md
 
 # ---------- not run by make check ----------
 
