@@ -159,6 +159,9 @@ tests_doc_variables_SOURCES = tests/doc/variables.c
 tests_doc_variables_LDADD = libsrd_util.la
 TESTS += tests/doc/variables.sh
 EXTRA_DIST += tests/doc/variables.sh doc/variables.md
+# README's and doc/'s claims: links, variables, options, exported versions, numbers.
+TESTS += tests/doc/readme.sh
+EXTRA_DIST += tests/doc/readme.sh tests/doc/readme_claims.py
 
 # ---------- not run by make check ----------
 
