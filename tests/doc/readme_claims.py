@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 src, build = sys.argv[1], sys.argv[2]
-pages = ["README.md", "doc/tools.md", "doc/operations.md", "doc/aws.md", "doc/variables.md"]
+pages = ["README.md", "BENCHMARKS.md", "doc/tools.md", "doc/operations.md", "doc/aws.md", "doc/variables.md"]
 text = {p: open(os.path.join(src, p)).read() for p in pages}
 bad = []
 
@@ -22,8 +22,26 @@ if n > 160:
     bad.append("README.md has %d lines (at most 160)" % n)
 for p in pages:
     head = " ".join(text[p].splitlines()[1:6])
-    if not re.search(r"\bFor (users|operators|developers)\b", head):
+    if not re.search(r"\bFor (users|operators|developers|evaluators)\b", head):
         bad.append(p + " does not name its reader in its first lines")
+
+# BENCHMARKS: short, with plots drawn from committed data by a committed
+# script (doc/bench/plot.py reads the CSVs it names).
+bench_text = text["BENCHMARKS.md"]
+if bench_text.count("\n") > 300:
+    bad.append("BENCHMARKS.md has %d lines (at most 300)" % bench_text.count("\n"))
+plots = re.findall(r"!\[[^]]*\]\((doc/bench/[\w.-]+\.png)\)", bench_text)
+if len(plots) < 2:
+    bad.append("BENCHMARKS.md shows %d plots (at least 2)" % len(plots))
+plot_py = open(os.path.join(src, "doc/bench/plot.py")).read()
+for png in plots:
+    name = os.path.basename(png)
+    if '"%s"' % name not in plot_py:
+        bad.append("%s is not drawn by doc/bench/plot.py" % png)
+for data in sorted(set(re.findall(r'rows\("([\w.-]+\.csv)"\)', plot_py))):
+    path = os.path.join(src, "doc/bench", data)
+    if not os.path.exists(path) or sum(1 for _ in open(path)) < 2:
+        bad.append("doc/bench/%s, which doc/bench/plot.py reads, is missing or empty" % data)
 
 # Links: [text](path) relative to the page, and bare mentions of doc/*.md.
 for p in pages:
