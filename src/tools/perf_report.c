@@ -8,7 +8,7 @@
 
 static const char *memory_kind(const struct perf_opts *o) { return o->cuda ? "GPU" : "host"; }
 
-/* --rma: what the columns mean for the op (README, srd-perf). */
+/* --rma: what the columns mean for the op (doc/tools.md, "One-sided RMA"). */
 static void rma_line(FILE *out, const struct perf_opts *o) {
   fprintf(out, "# one-sided %s, window %d, host memory, data checked at every size; latency: %s; bw: %s\n",
           o->rma == PERF_RMA_PUTSIG ? "put+signal" : perf_rma_op_name(o->rma), o->window,
