@@ -20,8 +20,8 @@ readme = text["README.md"]
 n = readme.count("\n")
 if n > 160:
     bad.append("README.md has %d lines (at most 160)" % n)
-for p in pages:
-    head = " ".join(text[p].splitlines()[1:6])
+for p in pages + ["DESIGN.md", "CONTRIBUTING.md", "CHANGELOG.md"]:
+    head = " ".join(open(os.path.join(src, p)).read().splitlines()[1:6])
     if not re.search(r"\bFor (users|operators|developers|evaluators)\b", head):
         bad.append(p + " does not name its reader in its first lines")
 
