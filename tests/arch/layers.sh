@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Layers point down only: api > comm > proto > wire, sched > rail > mr, topo >
-# util (tools sit above them all). A module may use modules of lower layers;
+# util (tools sit above them all; the tuner, a library of its own over topo
+# and util, sits below the tools, which parse its rule files). A module may use modules of lower layers;
 # one of the same layer (wire and sched, mr and topo) or a higher one is an
 # upward or cyclic dependency and fails the check. Two views are checked:
 # the srd/ headers every source and header includes, and the functions and
@@ -11,7 +12,7 @@ build=${top_builddir:-.}
 
 rank() { # module -> layer, higher calls lower
   case $1 in
-  tools) echo 8 ;; api) echo 7 ;; comm) echo 6 ;; proto) echo 5 ;; wire | sched) echo 4 ;;
+  tools) echo 8 ;; api | tuner) echo 7 ;; comm) echo 6 ;; proto) echo 5 ;; wire | sched) echo 4 ;;
   rail) echo 3 ;; mr | topo) echo 2 ;; util) echo 1 ;; *) echo 0 ;;
   esac
 }
