@@ -110,6 +110,29 @@ static void cell(FILE *out, double p, double pmin, double pmax, double r, double
   fprintf(out, " %9.*f %15s %9.*f %15s %7s", d, p, ps, d, r, rs, q);
 }
 
+static int apart(double median, double lo, double hi) { return median > 0 && hi - lo > PERF_DISAGREE * median; }
+
+void perf_report_footer(FILE *out, const struct perf_opts *o, const struct perf_result *results, size_t n) {
+  if (o->runs < 2) return;
+  char sizes[512] = "", size[32];
+  int bad = 0;
+  size_t used = 0;
+  for (size_t i = 0; i < n; i++) {
+    const struct perf_result *r = &results[i];
+    if (!apart(r->lat_us.p50, r->lat_p50_min, r->lat_p50_max) && !apart(r->bw_GBps, r->bw_min, r->bw_max) &&
+        !apart(r->bibw_GBps, r->bibw_min, r->bibw_max))
+      continue;
+    perf_format_size(r->size, size, sizeof(size));
+    if (used < sizeof(sizes)) used += (size_t)snprintf(sizes + used, sizeof(sizes) - used, "%s%s", bad ? ", " : "", size);
+    bad++;
+  }
+  if (bad)
+    fprintf(out, "# WARNING: at %d size(s) (%s) the %d runs were more than %d%% apart: this host was busy or its "
+                 "clock moved; rerun on an idle host before reading those rows\n",
+            bad, sizes, o->runs, (int)(PERF_DISAGREE * 100));
+  fflush(out);
+}
+
 static void column_head(FILE *out, const char *metric) {
   fprintf(out, " %9s %15s %9s %15s %7s", metric, "runs", "raw", "runs", "ratio");
 }

@@ -170,6 +170,7 @@ static int run(struct perf_opts *o, int fd, int is_client, struct perf_side *kee
     }
   }
   if (is_client) progress(what, nsizes, nsizes, 0);
+  if (table) perf_report_footer(stdout, o, results, nsizes);
   if (perf_ctrl_barrier(fd, o->timeout_s, "the end of the run")) goto out;
   rc = 0;
   if (is_client && o->json && perf_report_json(stdout, t, o, results, nsizes)) rc = 1;

@@ -126,6 +126,28 @@ TEST(PerfReportCompare, BeatingRawsBestRunIsMarkedAndExplained) {
   EXPECT_EQ(t.find('^'), std::string::npos) << t;
 }
 
+std::string footer(std::vector<perf_result> runs, int nruns) {
+  perf_opts o;
+  perf_args_defaults(&o);
+  o.runs = nruns;
+  perf_result r = combined(runs);
+  char *buf = nullptr;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  perf_report_footer(f, &o, &r, 1);
+  fclose(f);
+  std::string s(buf, len);
+  free(buf);
+  return s;
+}
+
+TEST(PerfReportFooter, SingleTableWarnsWhereRunsDisagree) {
+  EXPECT_NE(footer({run(10, 1), run(10, 2), run(10, 1)}, 3).find("WARNING: at 1 size(s) (8 B) the 3 runs"),
+            std::string::npos);
+  EXPECT_EQ(footer({run(10, 1), run(10.5, 1.1), run(10, 1)}, 3), "");
+  EXPECT_EQ(footer({run(10, 1)}, 1), "");
+}
+
 TEST(PerfReportCompare, OneRunSaysNothingShowsTheSpread) {
   std::string t = table({run(10, 1)}, {run(10, 1)}, 1);
   EXPECT_NE(t.find("one run per size"), std::string::npos) << t;
