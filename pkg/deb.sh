@@ -3,7 +3,8 @@
 # configured prefix (configure --prefix=/opt/nccl-srd):
 #   libnccl-net-srd   the NCCL net and tuner plugins, and an ld.so.conf.d
 #                     entry for the prefix's lib so NCCL finds them by name
-#   nccl-srd-tools    srd-info and srd-perf
+#   nccl-srd-tools    srd-info and srd-perf, with links in /usr/bin when the
+#                     prefix's bin is elsewhere, so that they are on PATH
 # Usage: pkg/deb.sh BUILDDIR SRCDIR VERSION PREFIX LIBDIR BINDIR
 # Writes libnccl-net-srd_VERSION_ARCH.deb and nccl-srd-tools_VERSION_ARCH.deb
 # into BUILDDIR. libfabric is not a dependency: on AWS it is the EFA
@@ -69,9 +70,20 @@ package libnccl-net-srd "NCCL network plugin over libfabric RDM (AWS EFA/SRD, tc
  installed in $libdir, with $libdir in ld.so.conf.d. Needs libfabric 1.17 or
  newer at run time; on AWS build against the EFA installer's libfabric." \
   "$(deps "$stage/root$net" "$stage/root$tuner")" "$net" "$tuner" /etc/ld.so.conf.d/nccl-srd.conf
+# /opt/nccl-srd/bin is on nobody's PATH: after dpkg -i, a bare srd-info
+# must be found, as the docs call it.
+tools="$bindir/srd-info $bindir/srd-perf"
+if [ "$bindir" != /usr/bin ]; then
+  mkdir -p "$stage/root/usr/bin"
+  for t in srd-info srd-perf; do
+    ln -s "$bindir/$t" "$stage/root/usr/bin/$t"
+    tools="$tools /usr/bin/$t"
+  done
+fi
+# shellcheck disable=SC2086
 package nccl-srd-tools "srd-info (diagnostics, --check) and srd-perf (benchmark) for nccl-srd
  srd-info shows what the SRD plugin would run on and checks a node
  (srd-info --check, --expect efa, --expect gdr); srd-perf measures the plugin
  as NCCL drives it against raw libfabric." \
   "libnccl-net-srd (= $version)$(d=$(deps "$stage/root$bindir/srd-info" "$stage/root$bindir/srd-perf"); [ -z "$d" ] || echo ", $d")" \
-  "$bindir/srd-info" "$bindir/srd-perf"
+  $tools

@@ -163,6 +163,15 @@ EXTRA_DIST += tests/pkg/installed.sh
 # doc/aws.md's examples (MPIJob YAML, Dockerfile) parse.
 TESTS += tests/doc/aws-examples.sh
 EXTRA_DIST += tests/doc/aws-examples.sh tests/doc/aws_examples.py
+# doc/variables.md is what the parameter table prints.
+check_PROGRAMS += tests/doc/variables
+tests_doc_variables_SOURCES = tests/doc/variables.c
+tests_doc_variables_LDADD = libsrd_util.la
+TESTS += tests/doc/variables.sh
+EXTRA_DIST += tests/doc/variables.sh doc/variables.md
+# README's and doc/'s claims: links, variables, options, exported versions, numbers.
+TESTS += tests/doc/readme.sh
+EXTRA_DIST += tests/doc/readme.sh tests/doc/readme_claims.py
 
 # ---------- not run by make check ----------
 
@@ -186,7 +195,7 @@ SRD_UNIT_TESTS = \
 	tests/mr/mr_test \
 	tests/topo/group_test tests/topo/ifname_test tests/topo/gdr_test tests/topo/efa_select_test \
 	tests/proto/proto_test tests/rail/av_index_test tests/rail/rail_write_test tests/wire/wire_test tests/sched/sched_test \
-	tests/tools/perf_args_test tests/tools/perf_stats_test tests/tools/json_writer_test \
+	tests/tools/perf_args_test tests/tools/perf_stats_test tests/tools/perf_report_test tests/tools/json_writer_test \
 	tests/tuner/model_test tests/tuner/rules_test tests/tuner/abi_test
 check_PROGRAMS += $(SRD_UNIT_TESTS)
 TESTS += $(SRD_UNIT_TESTS)
@@ -244,6 +253,9 @@ tests_tools_perf_args_test_LDADD = libsrd_toolkit.la libsrd_util.la $(SRD_GTEST_
 tests_tools_perf_stats_test_SOURCES = tests/tools/perf_stats_test.cc
 tests_tools_perf_stats_test_CPPFLAGS = $(SRD_TOOL_TEST_CPPFLAGS)
 tests_tools_perf_stats_test_LDADD = libsrd_toolkit.la $(SRD_GTEST_LIBS)
+tests_tools_perf_report_test_SOURCES = tests/tools/perf_report_test.cc
+tests_tools_perf_report_test_CPPFLAGS = $(SRD_TOOL_TEST_CPPFLAGS)
+tests_tools_perf_report_test_LDADD = libsrd_toolkit.la libsrd_util.la $(SRD_GTEST_LIBS)
 tests_tools_json_writer_test_SOURCES = tests/tools/json_writer_test.cc
 tests_tools_json_writer_test_CPPFLAGS = $(SRD_TOOL_TEST_CPPFLAGS)
 tests_tools_json_writer_test_LDADD = libsrd_toolkit.la $(SRD_GTEST_LIBS)

@@ -15,6 +15,7 @@
 
 #include "config.h"
 #include "srd/param.h"
+#include "srd/tuner.h"
 
 #define MIB (1024ULL * 1024)
 
@@ -79,6 +80,21 @@ static void check_variables(struct info_checks *o) {
     add(o, INFO_FAIL, "variables", "%s=%s %s; the plugin uses %s", name, v, why, def);
   }
   if (!bad) add(o, INFO_OK, "variables", "%d NCCL_SRD_* variable(s) set, all valid", set);
+}
+
+/* A readable rule file can still be malformed: the tuner would then ignore it
+ * with one warning in NCCL's log, which is easy to miss. */
+static void check_tuner_config(struct info_checks *o) {
+  const char *path = srd_param_str(SRD_PARAM_TUNER_CONFIG);
+  if (!path) return; /* unset, or unreadable: check_variables said so */
+  struct srd_tuner_rules rules;
+  char err[256];
+  if (srd_rules_load(path, &rules, err, sizeof(err))) {
+    add(o, INFO_FAIL, "tuner", "NCCL_SRD_TUNER_CONFIG=%s: %s; the tuner ignores the file", path, err);
+    return;
+  }
+  add(o, INFO_OK, "tuner", "NCCL_SRD_TUNER_CONFIG=%s: %d rule(s)", path, rules.n);
+  srd_rules_free(&rules);
 }
 
 static void check_provider(const struct info_report *r, struct info_checks *o) {
@@ -308,6 +324,7 @@ static void check_nccl(struct info_checks *o) {
 void info_doctor(const struct info_report *r, int expect, struct info_checks *o) {
   memset(o, 0, sizeof(*o));
   check_variables(o);
+  check_tuner_config(o);
   check_provider(r, o);
   check_eager(r, o);
   check_init(r, o);

@@ -31,6 +31,8 @@ const char perf_usage[] =
     "  --port N             TCP port of the handle exchange (default 18515)\n"
     "  --timeout SEC        give up on a silent peer after SEC seconds (default 15)\n"
     "  --pin                local run: pin the two processes to two different CPUs (steadier numbers)\n"
+    "  --runs N             time every size N times (1..100; default 3 in the side-by-side run, else 1);\n"
+    "                       the table shows the median run and the runs' spread (min-max)\n"
     "\n"
     "Patterns:\n"
     "  -t, --test LIST      comma list of lat, bw, bibw, all (default lat,bw; all = lat,bw,bibw)\n"
@@ -159,28 +161,46 @@ static int parse_tests(const char *text, int *out) {
   return 0;
 }
 
-/* One option: its spellings, whether it takes a value. */
+/* One option: its spellings, whether it takes a value and, for an integer,
+ * its range (lo < hi), which a bad value's error names. */
 struct opt_spec {
   const char *long_name;
   char short_name;
   int has_value;
+  long lo, hi;
 };
 
 enum opt_id {
   OPT_PLUGIN, OPT_NET_VERSION, OPT_RAW, OPT_DEV, OPT_CUDA, OPT_SERVER, OPT_CLIENT, OPT_PORT, OPT_TIMEOUT, OPT_TEST, OPT_MIN, OPT_MAX,
-  OPT_FACTOR, OPT_ITERS, OPT_WARMUP, OPT_COMMS, OPT_WINDOW, OPT_GROUP, OPT_CHECK, OPT_PIN, OPT_JSON, OPT_RMA, OPT_HELP,
+  OPT_FACTOR, OPT_ITERS, OPT_WARMUP, OPT_COMMS, OPT_WINDOW, OPT_GROUP, OPT_CHECK, OPT_PIN, OPT_JSON, OPT_RMA, OPT_RUNS, OPT_HELP,
   OPT_COUNT
 };
 
 static const struct opt_spec specs[OPT_COUNT] = {
-    [OPT_PLUGIN] = {"plugin", 0, 1},   [OPT_NET_VERSION] = {"net-version", 0, 1}, [OPT_RAW] = {"raw", 0, 0},          [OPT_DEV] = {"dev", 0, 1},
-    [OPT_CUDA] = {"cuda", 0, 0},       [OPT_SERVER] = {"server", 0, 0},    [OPT_CLIENT] = {"client", 0, 1},
-    [OPT_PORT] = {"port", 0, 1},       [OPT_TIMEOUT] = {"timeout", 0, 1},  [OPT_TEST] = {"test", 't', 1},
-    [OPT_MIN] = {"min-size", 'b', 1},  [OPT_MAX] = {"max-size", 'e', 1},   [OPT_FACTOR] = {"factor", 'f', 1},
-    [OPT_ITERS] = {"iters", 'n', 1},   [OPT_WARMUP] = {"warmup", 'w', 1},  [OPT_COMMS] = {"comms", 'c', 1},
-    [OPT_WINDOW] = {"window", 'W', 1}, [OPT_GROUP] = {"group", 'g', 1},    [OPT_CHECK] = {"check", 0, 0},
-    [OPT_PIN] = {"pin", 0, 0},         [OPT_JSON] = {"json", 0, 0},       [OPT_RMA] = {"rma", 0, 1},
-    [OPT_HELP] = {"help", 'h', 0},
+    [OPT_PLUGIN] = {"plugin", 0, 1, 0, 0},
+    [OPT_NET_VERSION] = {"net-version", 0, 1, 8, 12},
+    [OPT_RAW] = {"raw", 0, 0, 0, 0},
+    [OPT_DEV] = {"dev", 0, 1, 0, 1023},
+    [OPT_CUDA] = {"cuda", 0, 0, 0, 0},
+    [OPT_SERVER] = {"server", 0, 0, 0, 0},
+    [OPT_CLIENT] = {"client", 0, 1, 0, 0},
+    [OPT_PORT] = {"port", 0, 1, 1, 65535},
+    [OPT_TIMEOUT] = {"timeout", 0, 1, 1, 3600},
+    [OPT_TEST] = {"test", 't', 1, 0, 0},
+    [OPT_MIN] = {"min-size", 'b', 1, 0, 0},
+    [OPT_MAX] = {"max-size", 'e', 1, 0, 0},
+    [OPT_FACTOR] = {"factor", 'f', 1, 2, 1024},
+    [OPT_ITERS] = {"iters", 'n', 1, 1, 100000000},
+    [OPT_WARMUP] = {"warmup", 'w', 1, 0, 100000000},
+    [OPT_COMMS] = {"comms", 'c', 1, 1, PERF_MAX_COMMS},
+    [OPT_WINDOW] = {"window", 'W', 1, 1, PERF_MAX_WINDOW},
+    [OPT_GROUP] = {"group", 'g', 1, 1, PERF_MAX_GROUP},
+    [OPT_CHECK] = {"check", 0, 0, 0, 0},
+    [OPT_PIN] = {"pin", 0, 0, 0, 0},
+    [OPT_JSON] = {"json", 0, 0, 0, 0},
+    [OPT_RMA] = {"rma", 0, 1, 0, 0},
+    [OPT_RUNS] = {"runs", 0, 1, 1, PERF_MAX_RUNS},
+    [OPT_HELP] = {"help", 'h', 0, 0, 0},
 };
 
 /* Match argv[i] against the table; *inline_value points after '=' when the
@@ -203,31 +223,33 @@ static int find_opt(const char *arg, const char **inline_value) {
 }
 
 static int apply(struct perf_opts *o, int id, const char *v) {
+  const long lo = specs[id].lo, hi = specs[id].hi;
   switch (id) {
   case OPT_PLUGIN: return snprintf(o->plugin, sizeof(o->plugin), "%s", v) >= (int)sizeof(o->plugin) || !*v ? -1 : 0;
-  case OPT_NET_VERSION: return parse_int(v, 8, 12, &o->net_version);
+  case OPT_NET_VERSION: return parse_int(v, lo, hi, &o->net_version);
   case OPT_RAW: o->raw = 1; return 0;
-  case OPT_DEV: return parse_int(v, 0, 1023, &o->dev);
+  case OPT_DEV: return parse_int(v, lo, hi, &o->dev);
   case OPT_CUDA: o->cuda = 1; return 0;
   case OPT_SERVER: o->role = PERF_ROLE_SERVER; return 0;
   case OPT_CLIENT:
     o->role = PERF_ROLE_CLIENT;
     return snprintf(o->host, sizeof(o->host), "%s", v) >= (int)sizeof(o->host) || !*v ? -1 : 0;
-  case OPT_PORT: return parse_int(v, 1, 65535, &o->port);
-  case OPT_TIMEOUT: return parse_int(v, 1, 3600, &o->timeout_s);
+  case OPT_PORT: return parse_int(v, lo, hi, &o->port);
+  case OPT_TIMEOUT: return parse_int(v, lo, hi, &o->timeout_s);
   case OPT_TEST: return parse_tests(v, &o->tests);
   case OPT_MIN: return perf_parse_size(v, &o->min_size);
   case OPT_MAX: return perf_parse_size(v, &o->max_size);
-  case OPT_FACTOR: return parse_int(v, 2, 1024, &o->factor);
-  case OPT_ITERS: return parse_int(v, 1, 100000000, &o->iters);
-  case OPT_WARMUP: return parse_int(v, 0, 100000000, &o->warmup);
-  case OPT_COMMS: return parse_int(v, 1, PERF_MAX_COMMS, &o->comms);
-  case OPT_WINDOW: return parse_int(v, 1, PERF_MAX_WINDOW, &o->window);
-  case OPT_GROUP: return parse_int(v, 1, PERF_MAX_GROUP, &o->group);
+  case OPT_FACTOR: return parse_int(v, lo, hi, &o->factor);
+  case OPT_ITERS: return parse_int(v, lo, hi, &o->iters);
+  case OPT_WARMUP: return parse_int(v, lo, hi, &o->warmup);
+  case OPT_COMMS: return parse_int(v, lo, hi, &o->comms);
+  case OPT_WINDOW: return parse_int(v, lo, hi, &o->window);
+  case OPT_GROUP: return parse_int(v, lo, hi, &o->group);
   case OPT_CHECK: o->check = 1; return 0;
   case OPT_PIN: o->pin = 1; return 0;
   case OPT_JSON: o->json = 1; return 0;
   case OPT_RMA: return parse_rma_op(v, &o->rma);
+  case OPT_RUNS: return parse_int(v, lo, hi, &o->runs);
   default: return -1;
   }
 }
@@ -264,7 +286,11 @@ enum perf_args_result perf_args_parse(int argc, char *const argv[], struct perf_
       }
     }
     if (apply(o, id, value)) {
-      snprintf(err, errlen, "bad value '%s' for '%s'", value ? value : "", arg);
+      if (specs[id].lo < specs[id].hi)
+        snprintf(err, errlen, "bad value '%s' for '%s': an integer from %ld to %ld", value ? value : "", arg,
+                 specs[id].lo, specs[id].hi);
+      else
+        snprintf(err, errlen, "bad value '%s' for '%s'", value ? value : "", arg);
       return PERF_ARGS_ERROR;
     }
   }
@@ -290,5 +316,8 @@ enum perf_args_result perf_args_parse(int argc, char *const argv[], struct perf_
     return PERF_ARGS_ERROR;
   }
   o->compare = o->role == PERF_ROLE_LOCAL && !o->raw && !o->plugin[0] && !o->net_version && !o->json;
+  /* The side-by-side run is the one read as a verdict: three runs show
+   * whether the host let the numbers settle. */
+  if (!o->runs) o->runs = o->compare ? 3 : 1;
   return PERF_ARGS_OK;
 }

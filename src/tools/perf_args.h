@@ -8,6 +8,7 @@
 #define PERF_MAX_COMMS 256
 #define PERF_MAX_WINDOW 32 /* NCCL_NET_MAX_REQUESTS: requests in flight per comm */
 #define PERF_MAX_GROUP 8   /* grouped receives, NCCL's maxRecvs */
+#define PERF_MAX_RUNS 100  /* --runs: each size timed at most this often */
 #define PERF_DEFAULT_PORT 18515
 
 enum perf_role { PERF_ROLE_LOCAL, PERF_ROLE_SERVER, PERF_ROLE_CLIENT };
@@ -46,6 +47,7 @@ struct perf_opts {
   int cuda;
   int timeout_s;     /* bound on waiting for the peer */
   enum perf_rma_op rma;
+  int runs;          /* timed runs per size; 0 until parsed: 3 for compare, else 1 */
 };
 
 enum perf_args_result { PERF_ARGS_OK = 0, PERF_ARGS_HELP = 1, PERF_ARGS_ERROR = -1 };

@@ -21,6 +21,10 @@ struct perf_result {
   double bw_GBps, bw_msg_rate; /* client to server: GB/s (1e9 bytes/s), messages per second */
   int have_bibw;
   double bibw_GBps, bibw_msg_rate; /* both directions together */
+  /* --runs: the values above are the median run's; these are the runs'
+   * spread (all equal with one run). */
+  int runs;
+  double lat_p50_min, lat_p50_max, bw_min, bw_max, bibw_min, bibw_max;
 };
 
 struct perf_session;

@@ -18,6 +18,7 @@
 #include "nccl/net.h"
 #include "perf_log.h"
 #include "perf_plugin.h"
+#include "srd/cuda.h"
 #include "srd/topo.h"
 #include "perf_transport.h"
 
@@ -354,6 +355,13 @@ static int describe_device(struct plugin *p) {
     return -1;
   }
   if (p->base.cuda && !(props.ptr_support & NCCL_PTR_CUDA)) {
+    /* Without a GPU the plugin's ptrSupport says only "host": name the
+     * cause the user can act on instead. */
+    const struct srd_cuda *cu = srd_cuda_get();
+    if (!cu->usable) {
+      perf_error("--cuda: no usable GPU on this host (%s)", cu->reason);
+      return -1;
+    }
     perf_error("--cuda: device %d does not accept GPU memory (ptrSupport 0x%x; srd-info says why for our plugin)",
                p->dev, props.ptr_support);
     return -1;

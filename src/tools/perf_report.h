@@ -11,6 +11,13 @@
 
 void perf_report_header(FILE *out, const struct perf_transport *t, const struct perf_opts *o);
 void perf_report_row(FILE *out, const struct perf_result *r, const struct perf_opts *o);
+/* The runs of one size (runs[0..n), n >= 1) as one result: each metric from
+ * its median run (the lower middle of an even count), with the runs' min and
+ * max. runs is reordered. */
+void perf_results_combine(struct perf_result *runs, int n, struct perf_result *out);
+/* After the single table of a run with --runs > 1: a warning naming the sizes
+ * whose runs were more than 20% apart (the table shows only medians). */
+void perf_report_footer(FILE *out, const struct perf_opts *o, const struct perf_result *results, size_t n);
 /* One finished sweep, kept for the side-by-side table. */
 struct perf_side {
   char description[512], device[512], provider[64];

@@ -21,13 +21,13 @@
 #include "perf_rma.h"
 
 #define WIRE_MAGIC 0x53525046u /* "SRPF" */
-#define WIRE_VERSION 2
+#define WIRE_VERSION 3 /* 3: runs */
 #define MAX_SIZES 64
 
 /* What the client asks for; the server follows the client's pattern options. */
 struct wire_opts {
   uint32_t magic, version;
-  int32_t raw, tests, factor, iters, warmup, comms, window, group, check, rma;
+  int32_t raw, tests, factor, iters, warmup, comms, window, group, check, rma, runs;
   uint64_t min_size, max_size;
 };
 
@@ -36,7 +36,7 @@ static int agree_options(int fd, struct perf_opts *o, int is_client) {
   memset(&w, 0, sizeof(w));
   if (is_client) {
     w = (struct wire_opts){WIRE_MAGIC, WIRE_VERSION, o->raw, o->tests, o->factor, o->iters, o->warmup,
-                           o->comms, o->window, o->group, o->check, (int32_t)o->rma, o->min_size, o->max_size};
+                           o->comms, o->window, o->group, o->check, (int32_t)o->rma, o->runs, o->min_size, o->max_size};
     return perf_ctrl_send(fd, &w, sizeof(w), o->timeout_s, "the options");
   }
   if (perf_ctrl_recv(fd, &w, sizeof(w), o->timeout_s, "the options")) return -1;
@@ -56,6 +56,11 @@ static int agree_options(int fd, struct perf_opts *o, int is_client) {
     return -1;
   }
   o->rma = (enum perf_rma_op)w.rma;
+  if (w.runs < 1 || w.runs > PERF_MAX_RUNS) {
+    perf_error("the client asks for %d runs per size (1..%d)", w.runs, PERF_MAX_RUNS);
+    return -1;
+  }
+  o->runs = w.runs;
   o->min_size = (size_t)w.min_size, o->max_size = (size_t)w.max_size;
   return 0;
 }
@@ -114,7 +119,7 @@ static int session_close(struct session *s) {
 static int run(struct perf_opts *o, int fd, int is_client, struct perf_side *keep) {
   struct perf_transport *t = NULL;
   struct session s = {NULL, NULL};
-  struct perf_result *results = NULL;
+  struct perf_result *results = NULL, *runs = NULL;
   int rc = 1;
   /* Both sides open at once (opening a provider takes a while). A failure
    * seen by both, such as a missing plugin, is printed once: by the server,
@@ -145,22 +150,27 @@ static int run(struct perf_opts *o, int fd, int is_client, struct perf_side *kee
   size_t sizes[MAX_SIZES];
   size_t nsizes = perf_sweep(o->min_size, o->max_size, o->factor, sizes, MAX_SIZES);
   results = calloc(nsizes, sizeof(*results));
-  if (!results || session_open(&s, t, fd, o, is_client)) goto out;
+  runs = calloc((size_t)o->runs, sizeof(*runs));
+  if (!results || !runs || session_open(&s, t, fd, o, is_client)) goto out;
   const int table = is_client && !o->json && !keep;
   const char *what = keep ? (o->raw ? "raw: " : "plugin: ") : "";
   if (table) perf_report_header(stdout, t, o);
   for (size_t i = 0; i < nsizes; i++) {
     if (is_client) progress(what, i, nsizes, sizes[i]);
-    if (session_run(&s, sizes[i], &results[i])) {
-      if (is_client) progress(what, nsizes, nsizes, 0);
-      goto out;
-    }
+    /* Both sides run the same count (agreed in the options), in step. */
+    for (int k = 0; k < o->runs; k++)
+      if (session_run(&s, sizes[i], &runs[k])) {
+        if (is_client) progress(what, nsizes, nsizes, 0);
+        goto out;
+      }
+    perf_results_combine(runs, o->runs, &results[i]);
     if (table) {
       progress(what, nsizes, nsizes, 0);
       perf_report_row(stdout, &results[i], o);
     }
   }
   if (is_client) progress(what, nsizes, nsizes, 0);
+  if (table) perf_report_footer(stdout, o, results, nsizes);
   if (perf_ctrl_barrier(fd, o->timeout_s, "the end of the run")) goto out;
   rc = 0;
   if (is_client && o->json && perf_report_json(stdout, t, o, results, nsizes)) rc = 1;
@@ -175,6 +185,7 @@ out:
   if (session_close(&s)) rc = 1;
   if (t) t->ops->destroy(t);
   free(results);
+  free(runs);
   return rc;
 }
 

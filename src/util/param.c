@@ -16,14 +16,18 @@
 
 static const struct srd_param_desc table[SRD_PARAM_COUNT] = {
     [SRD_PARAM_PROVIDER] = {"NCCL_SRD_PROVIDER", 1, 0, 0, 0,
-                            "libfabric provider (else FI_PROVIDER, else efa, tcp;ofi_rxm, shm in that order)"},
+                            "libfabric provider (else FI_PROVIDER, else the first usable of efa, tcp on libfabric "
+                            "2.x, tcp;ofi_rxm, shm); tcp means tcp;ofi_rxm on libfabric 1.x"},
     [SRD_PARAM_IFNAME] = {"NCCL_SRD_IFNAME", 1, 0, 0, 0,
                           "interfaces to use as rails: prefixes, ^ to exclude, = for exact names"},
     [SRD_PARAM_RAILS] = {"NCCL_SRD_RAILS", 0, 0, 0, 64, "most rails per device (0: every local NIC)"},
     [SRD_PARAM_EPS_PER_RAIL] = {"NCCL_SRD_EPS_PER_RAIL", 0, 1, 1, 8, "endpoints per rail"},
     [SRD_PARAM_EAGER_MAX] = {"NCCL_SRD_EAGER_MAX", 0, -1, -1, 64 * KIB,
                              "largest message sent eagerly, before the receiver's clear-to-send (-1: 32 KiB on "
-                             "libfabric 2.x's native tcp, 8 KiB on other providers)"},
+                             "libfabric 2.x's native tcp; on tcp;ofi_rxm the largest power of two that fits "
+                             "FI_OFI_RXM_BUFFER_SIZE less a 40-byte header, 8 KiB by default and 32 KiB with "
+                             "FI_OFI_RXM_BUFFER_SIZE=32808; 8 KiB on other providers). Cut to what one send of the "
+                             "provider carries; two ranks that differ use the smaller"},
     /* -1: the eager size. A message that does not go eagerly then goes to
      * the progress threads, so NCCL's thread makes no bulk socket copy of
      * its own (NCCL's Simple steps over tcp are 16-64 KiB: BENCHMARKS.md,
@@ -138,7 +142,9 @@ int srd_param_check(enum srd_param p, const char *value, char *why, size_t len) 
     snprintf(why, len, "is neither efa nor efa-direct");
     return -1;
   }
-  if (p == SRD_PARAM_TOPO_FILE) {
+  /* A file named but unreadable is a mistake to report, not an unset
+   * variable to pass over silently (the tuner would run without its rules). */
+  if (p == SRD_PARAM_TOPO_FILE || p == SRD_PARAM_TUNER_CONFIG) {
     if (!access(value, R_OK)) return 0;
     snprintf(why, len, "cannot be read (%s)", strerror(errno));
     return -1;
@@ -157,8 +163,10 @@ int srd_param_check(enum srd_param p, const char *value, char *why, size_t len) 
 }
 
 void srd_param_default_text(enum srd_param p, char *buf, size_t len) {
-  if (p == SRD_PARAM_GDR) snprintf(buf, len, "auto");
+  if (p == SRD_PARAM_GDR || p == SRD_PARAM_RMA) snprintf(buf, len, "auto");
+  else if (p == SRD_PARAM_EFA_FABRIC) snprintf(buf, len, "efa");
   else if (p == SRD_PARAM_TOPO_FILE) snprintf(buf, len, "the live machine's topology");
+  else if (p == SRD_PARAM_TUNER_CONFIG) snprintf(buf, len, "the tuner's model alone");
   else if (table[p].is_string) snprintf(buf, len, "unset");
   else snprintf(buf, len, "%lld", (long long)table[p].def);
 }

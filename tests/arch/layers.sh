@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Layers point down only: api > comm > proto > wire, sched > rail > mr, topo >
-# util (tools sit above them all). A module may use modules of lower layers;
+# util (tools sit above them all; the tuner, a library of its own over topo
+# and util, sits below the tools, which parse its rule files). A module may use modules of lower layers;
 # one of the same layer (wire and sched, mr and topo) or a higher one is an
 # upward or cyclic dependency and fails the check. Two views are checked:
 # the srd/ headers every source and header includes, and the functions and
@@ -12,7 +13,7 @@ build=${top_builddir:-.}
 # Module -> layer (higher calls lower); srd/<name>.h -> the module it
 # belongs to where the names differ. Lookups, not subshells: the check runs
 # in every make check, beside the other tests.
-declare -A rank=([tools]=8 [api]=7 [comm]=6 [proto]=5 [wire]=4 [sched]=4 [rail]=3 [mr]=2 [topo]=2 [util]=1)
+declare -A rank=([tools]=8 [api]=7 [tuner]=7 [comm]=6 [proto]=5 [wire]=4 [sched]=4 [rail]=3 [mr]=2 [topo]=2 [util]=1)
 declare -A header_module=([net]=comm [comm]=comm [rma]=proto [log]=util [param]=util [sys]=util [err]=util
   [cuda]=util [stats]=util [gdr]=topo)
 

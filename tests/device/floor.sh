@@ -47,7 +47,8 @@ for round in 1 2; do
   done
 done
 
-# tcp LOG SIZE: p50; perf LOG SIZE COLUMN (2 plugin, 3 raw); hop LOG SIZE: out-of-place time.
+# tcp LOG SIZE: p50; perf LOG SIZE COLUMN (2 plugin, 4 raw: srd-perf's side-by-side row is size,
+# then per metric plugin, its runs' min-max, raw, its min-max, ratio); hop LOG SIZE: out-of-place time.
 tcp() { awk -v s="$2" '$1 == s {print $2}' "$1" 2>/dev/null; }
 human() { awk -v s="$1" 'BEGIN {if (s >= 1048576) printf "%d MiB", s / 1048576; else if (s >= 1024) printf "%d KiB", s / 1024; else printf "%d B", s}'; }
 perf() { awk -v s="$(human "$2")" -v f="$3" '$1 " " $2 == s {print $(f + 1)}' "$1" 2>/dev/null; }
@@ -64,7 +65,7 @@ two() { printf '%s, %s' "${1:--}" "${2:--}"; }
   echo "|---|---|---|---|---|---|"
   for s in $sizes; do
     echo "| $(human "$s") | $(two "$(tcp "$out/tcp-1.log" "$s")" "$(tcp "$out/tcp-2.log" "$s")") |" \
-      "$(two "$(perf "$out/srd-perf-1.log" "$s" 3)" "$(perf "$out/srd-perf-2.log" "$s" 3)") |" \
+      "$(two "$(perf "$out/srd-perf-1.log" "$s" 4)" "$(perf "$out/srd-perf-2.log" "$s" 4)") |" \
       "$(two "$(perf "$out/srd-perf-1.log" "$s" 2)" "$(perf "$out/srd-perf-2.log" "$s" 2)") |" \
       "$(two "$(hop "$out/sendrecv-socket-1.log" "$s")" "$(hop "$out/sendrecv-socket-2.log" "$s")") |" \
       "$(two "$(hop "$out/sendrecv-srd-1.log" "$s")" "$(hop "$out/sendrecv-srd-2.log" "$s")") |"

@@ -1,8 +1,10 @@
 """doc/aws.md's examples stay well-formed: the MPIJob YAML parses and asks
 for GPUs, EFA devices, huge pages and memory; the Dockerfile's instructions
 are known, continuations closed, FROM first after ARGs, ENV names valid, and
-every RUN body passes sh -n. (Nothing is applied or built: no cluster, no
-Docker daemon in CI.) Usage: aws_examples.py doc/aws.md"""
+every RUN body passes sh -n; and the Dockerfile the page shows is
+doc/Dockerfile itself, byte for byte. (Nothing is applied or built: no
+cluster, no Docker daemon in CI.) Usage: aws_examples.py doc/aws.md"""
+import os
 import re
 import subprocess
 import sys
@@ -29,6 +31,8 @@ for kind, body in blocks:
         assert "NCCL_NET=SRD" in cmd
         print("yaml: ok,", len(cmd), "launcher arguments; worker requests", w["requests"])
     else:
+        path = os.path.join(os.path.dirname(sys.argv[1]), "Dockerfile")
+        assert body == open(path).read(), "the Dockerfile in " + sys.argv[1] + " is not " + path
         known = {"FROM", "RUN", "CMD", "LABEL", "EXPOSE", "ENV", "ADD", "COPY", "ENTRYPOINT", "VOLUME", "USER",
                  "WORKDIR", "ARG", "ONBUILD", "STOPSIGNAL", "HEALTHCHECK", "SHELL"}
         lines, cur = [], ""

@@ -30,6 +30,13 @@ for f in "$lib/libnccl-net-srd.so" "$lib/libnccl-tuner-srd.so" "$root$prefix/bin
   "$root/usr/share/doc/libnccl-net-srd/copyright" "$root/usr/share/doc/libnccl-net-srd/changelog.gz"; do
   [ -e "$f" ] || fail "$f is not installed"
 done
+# The tools are on PATH: /usr/bin links to the prefix's (when it is elsewhere).
+if [ "$prefix" != /usr ]; then
+  for t in srd-info srd-perf; do
+    [ "$(readlink "$root/usr/bin/$t")" = "$prefix/bin/$t" ] ||
+      fail "/usr/bin/$t is '$(readlink "$root/usr/bin/$t")', not a link to $prefix/bin/$t"
+  done
+fi
 [ "$(cat "$root/etc/ld.so.conf.d/nccl-srd.conf")" = "$prefix/lib" ] ||
   fail "ld.so.conf.d entry is '$(cat "$root/etc/ld.so.conf.d/nccl-srd.conf")', not $prefix/lib"
 

@@ -73,6 +73,16 @@ expect_fail variables "NCCL_SRD_TOPO_FILE=/nonexistent cannot be read"
 expect_fail variables "NCCL_SRD_EAGER_MAX=1M is out of range [-1, 65536]"
 [ "$(grep -c '^FAIL' "$tmp/out")" -eq 4 ] || { cat "$tmp/out"; fail "not one line per bad variable"; }
 
+# A tuner rule file that cannot be read, or does not parse: the tuner would
+# run without it, so --check fails and says why.
+check env NCCL_SRD_TUNER_CONFIG=/nonexistent "$bin" --check
+expect_fail variables "NCCL_SRD_TUNER_CONFIG=/nonexistent cannot be read"
+printf 'coll=allreduce algo=nonsense\n' > "$tmp/bad.conf"
+check env NCCL_SRD_TUNER_CONFIG="$tmp/bad.conf" "$bin" --check
+expect_fail tuner "NCCL_SRD_TUNER_CONFIG=$tmp/bad.conf: line 1:"
+check env NCCL_SRD_TUNER_CONFIG="${top_srcdir:-.}/tests/tuner/example.conf" "$bin" --check
+grep -q "^ok    tuner .*example.conf: [1-9][0-9]* rule(s)" "$tmp/out" || { cat "$tmp/out"; fail "a good rule file not reported"; }
+
 # NCCL_SRD_GDR=1 where no device can offer GPU memory: the plugin's init fails.
 check env NCCL_SRD_GDR=1 "$bin" --check
 expect_fail init "NCCL_SRD_GDR=1 but device 0 cannot offer GPU memory"

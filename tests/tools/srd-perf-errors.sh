@@ -20,7 +20,13 @@ expect() {
 
 "$bin" --help | grep -q -- "--plugin PATH" || fail "--help lacks --plugin"
 expect 2 "unknown option" -- "$bin" --frobnicate
-expect 2 "bad value" -- "$bin" --window 99
+expect 2 "bad value '99' for '--window': an integer from 1 to 32" -- "$bin" --window 99
+# A bad port names the valid range, whichever way it is wrong.
+for p in 0 65536 http; do
+  expect 2 "bad value '$p' for '--port': an integer from 1 to 65535" -- "$bin" --port "$p"
+done
+expect 2 "bad value '0' for '--runs': an integer from 1 to 100" -- "$bin" --runs 0
+expect 2 "bad value 'x' for '-t'\$" -- "$bin" -t x
 expect 1 "cannot load plugin /nonexistent/libnccl-net-x.so" -- "$bin" --plugin /nonexistent/libnccl-net-x.so
 libc=$(ldd "$bin" | awk '/libc\.so/ {print $3; exit}')
 [ -n "$libc" ] || fail "cannot find libc to use as a library without plugin tables"

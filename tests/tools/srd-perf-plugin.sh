@@ -19,8 +19,14 @@ for prov in tcp shm; do
     { cat "$tmp/default"; fail "$prov: basic"; }
   cat "$tmp/default"
   grep -q "^# provider $prov" "$tmp/default" || fail "$prov: the default run does not name the provider"
-  grep -q "lat_us:plugin .* bw_GB/s:plugin .* bibw_GB/s:plugin .*ratio" "$tmp/default" ||
+  grep -q "lat_us  *runs  *raw  *runs  *ratio  *bw_GB/s  *runs  *raw  *runs  *ratio  *bibw_GB/s .*ratio" "$tmp/default" ||
     fail "$prov: the default run does not put plugin and raw side by side"
+  # Every cell: the median run, the runs' spread (three runs by default) and
+  # which way is better.
+  grep -q "^# each value: the median of 3 runs, then the runs' min-max" "$tmp/default" || fail "$prov: no spread"
+  grep -q "^# lat_us: lower is better .* bw: higher is better" "$tmp/default" || fail "$prov: no direction hint"
+  grep -Eq "^ *4 KiB( +[0-9]+\.[0-9]+(-[0-9]+\.[0-9]+)?[!^]*){15}\$" "$tmp/default" ||
+    fail "$prov: no full row (median, spread, raw, spread, ratio per metric) for 4 KiB"
   # --pin in the default run pins both passes: the raw pass's server is forked
   # from the plugin pass's client, which must give its one CPU back first
   # (else that server finds no second CPU and shares the client's: ~4 ms
@@ -40,6 +46,9 @@ for prov in tcp shm; do
   NCCL_SRD_PROVIDER="$prov" timeout 600 "$bin" --json -b 8 -e 64K -f 8 -n 10 > "$tmp/json" || fail "$prov: json run"
   json_check "$tmp/json" || { cat "$tmp/json"; fail "$prov: --json is not valid JSON"; }
   grep -q '"transport": "plugin"' "$tmp/json" || fail "$prov: JSON lacks the transport"
+  # One run per size unless --runs says otherwise; the spread rides beside.
+  grep -q '"runs": 1,' "$tmp/json" || fail "$prov: JSON lacks the run count"
+  [ "$(grep -c '"runs_spread"' "$tmp/json")" -eq 6 ] || fail "$prov: JSON lacks a runs_spread per size"
   grep -q "\"provider\": \"$prov" "$tmp/json" || fail "$prov: JSON does not name our plugin's provider"
 done
 echo "PASS"

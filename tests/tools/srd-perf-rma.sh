@@ -34,7 +34,8 @@ for prov in tcp shm; do
     grep -q "^# provider $prov" "$tmp/out" || fail "$prov $op: the provider is not named"
     # Every size: plugin and raw latency and bandwidth, each with its ratio.
     for size in "8 B" "4 KiB" "2 MiB" "4 MiB"; do
-      grep -Eq "^ *$size( +[0-9]+\.[0-9]+){6}\$" "$tmp/out" || fail "$prov $op: no full plugin/raw row for $size"
+      grep -Eq "^ *$size( +[0-9]+\.[0-9]+(-[0-9]+\.[0-9]+)?[!^]*){10}\$" "$tmp/out" ||
+        fail "$prov $op: no full plugin/raw row for $size"
     done
   done
   # The plugin alone on lanes, where stripes of the timed puts may land
