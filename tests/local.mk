@@ -23,7 +23,7 @@ SRD_TEST_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/lib
 SRD_TEST_LDADD = tests/lib/libsrdtest.la -lpthread
 
 # The user's test command (README) and the per-test times of a make check.
-EXTRA_DIST += tests/suite.sh tests/timings.sh
+EXTRA_DIST += tests/suite.sh tests/timings.sh tests/show-failed.sh
 
 # ---------- architecture: dependencies across src/ point down ----------
 

@@ -42,21 +42,17 @@ configure_in() { # dir, env assignments for configure...
     { tail -30 "$dir/configure.log"; echo "suite: configure failed in $dir" >&2; exit 1; }
 }
 
-# Each failed test's log: its tail, then the lines that say why (the end of
-# the output is what is read; a log of thread stacks can push them out).
+# Each failed test's log: its failed cases, its warnings, its tail.
 show_failed() { # dir
   find "$1/tests" -name '*.log' -newer "$1/config.status" -exec grep -l -E '^(FAIL|ERROR)' {} + 2>/dev/null |
-    while read -r f; do
-      echo "==== $f: tail"; tail -40 "$f"
-      echo "==== $f: failures and warnings"; grep -n -E '\] (FAIL|WARN) |^(FAIL|ERROR)' "$f" | head -30
-    done
+    sh "$top/tests/show-failed.sh"
 }
 
 check_in() { # dir, label, env assignments for make...
   local dir=$1 label=$2; shift 2
   say "$label: build in $dir"
   (cd "$dir" && env "$@" make -j"$(nproc)" >make.log 2>&1) ||
-    { grep -E -B2 -A8 'error|Error' "$dir/make.log" | head -60; echo "suite: $label: build failed" >&2; exit 1; }
+    { grep -E -m 20 -B2 -A8 'error|Error' "$dir/make.log"; echo "suite: $label: build failed" >&2; exit 1; }
   say "$label: make check (-j$jobs)"
   if ! (cd "$dir" && env "$@" make -j"$jobs" check >check.log 2>&1); then
     grep -E '^(PASS|FAIL|SKIP|XFAIL|ERROR|# )' "$dir/check.log" | grep -v '^PASS' || true
