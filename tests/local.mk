@@ -50,12 +50,20 @@ SRD_FUNCTIONAL_TESTS = \
 SRD_ABI_TESTS = tests/abi/dlopen
 
 check_PROGRAMS += $(SRD_FUNCTIONAL_TESTS) $(SRD_ABI_TESTS)
-# lanes runs from threads.sh.
 check_PROGRAMS += tests/functional/lanes
-TESTS += $(SRD_ABI_TESTS) tests/abi/exports.sh $(SRD_FUNCTIONAL_TESTS) tests/functional/reorder.sh \
-	tests/functional/nic-signals.sh tests/functional/recv-refuse.sh tests/functional/threads.sh
+# The key programs again with progress lanes: tests/functional/threads.sh runs
+# each .threads file (its program's runs), one test per program.
+SRD_THREADS_TESTS = tests/functional/threads/connect.threads tests/functional/threads/sizes.threads \
+	tests/functional/threads/groups.threads tests/functional/threads/truncate.threads \
+	tests/functional/threads/inflight.threads tests/functional/threads/peerkill.threads \
+	tests/functional/threads/allreduce.threads tests/functional/threads/close.threads
+TEST_EXTENSIONS = .threads
+THREADS_LOG_COMPILER = $(SHELL) $(top_srcdir)/tests/functional/threads.sh
+TESTS += $(SRD_ABI_TESTS) tests/abi/exports.sh $(SRD_FUNCTIONAL_TESTS) tests/functional/lanes \
+	tests/functional/reorder.sh tests/functional/nic-signals.sh tests/functional/recv-refuse.sh \
+	$(SRD_THREADS_TESTS)
 EXTRA_DIST += tests/abi/exports.sh tests/functional/reorder.sh tests/functional/nic-signals.sh \
-	tests/functional/recv-refuse.sh tests/functional/threads.sh tests/libfabric.lsan
+	tests/functional/recv-refuse.sh tests/functional/threads.sh $(SRD_THREADS_TESTS) tests/libfabric.lsan
 
 tests_functional_rma_SOURCES = tests/functional/rma.c
 tests_functional_rma_CPPFLAGS = $(SRD_TEST_CPPFLAGS)

@@ -1,30 +1,26 @@
 #!/bin/sh
-# The progress-lane test (lanes), then the key functional cases again with
-# progress threads (NCCL_SRD_PROGRESS_THREADS): every program with 2 lanes
-# per NIC, the order-independence runs with 2 lanes and
-# NCCL_SRD_TEST_REORDER=1, the heaviest data cases with 4 lanes (the
-# rail-failure case with 2 lanes is tests/netns/raildown-lanes.sh). Every
+# The key functional programs again with progress threads
+# (NCCL_SRD_PROGRESS_THREADS), one test per program so they run side by side:
+# tests/functional/threads/PROGRAM.threads lists its runs, a line each,
+# "LANES REORDER [CASE]" (REORDER: NCCL_SRD_TEST_REORDER, shuffled
+# completions). make check runs this script on each .threads file. Every
 # process checks that its device really opened with that many threaded lanes
 # (SRD_TEST_EXPECT_LANES): a plugin that falls back to no lanes fails here.
-# Argument 1 (optional): the providers, as for the test programs.
+# The lane machinery itself is tests/functional/lanes; the rail-failure case
+# with lanes is tests/netns/raildown-lanes.sh.
+#   threads.sh tests/functional/threads/PROGRAM.threads
 set -u
+list=${1:?usage: threads.sh PROGRAM.threads}
+prog=$(basename "$list" .threads)
 dir="${top_builddir:-.}/tests/functional"
-providers="${1:-}"
-status=0
-run() { # lanes reorder program [case]
-  lanes=$1 reorder=$2 prog=$3
-  shift 3
-  echo "== $prog ${1:-(all cases)} with NCCL_SRD_PROGRESS_THREADS=$lanes NCCL_SRD_TEST_REORDER=$reorder"
+[ -x "$dir/$prog" ] || { echo "threads.sh: no program $dir/$prog" >&2; exit 99; }
+status=0 runs=0
+while read -r lanes reorder case; do
+  case $lanes in ''|'#'*) continue ;; esac
+  echo "== $prog ${case:-(all cases)} with NCCL_SRD_PROGRESS_THREADS=$lanes NCCL_SRD_TEST_REORDER=$reorder"
   NCCL_SRD_PROGRESS_THREADS=$lanes SRD_TEST_EXPECT_LANES=$lanes NCCL_SRD_TEST_REORDER=$reorder \
-    "$dir/$prog" "$providers" "$@" || status=1
-}
-echo "== lanes (each process sets its own lane count)"
-"$dir/lanes" "$providers" || status=1
-for prog in connect sizes groups truncate inflight peerkill allreduce close; do run 2 0 $prog; done
-run 2 1 sizes sizes
-run 2 1 groups grouped-recv
-run 2 1 inflight inflight-32
-run 4 0 sizes
-run 4 0 inflight
-run 4 0 allreduce
+    "$dir/$prog" "" $case || status=1
+  runs=$((runs + 1))
+done < "$list"
+[ "$runs" -gt 0 ] || { echo "threads.sh: $list lists no run" >&2; exit 99; }
 exit $status
