@@ -723,12 +723,17 @@ void srd_proto_note_quiet_peer(struct srd_comm *c);
 /* Can a write the peer was cleared to do still land in this receive comm's
  * buffers? */
 bool srd_proto_peer_may_write(const struct srd_comm *c);
-/* NCCL deregisters a receive buffer (and frees it) before it closes the
- * comm: every receive comm of the device with an unfinished receive into the
- * handle mr fails, tells its peer to stop writing, and this waits (bounded
- * by NCCL_SRD_CLOSE_TIMEOUT_MS) until the writes the peers completed have
- * landed. mr is compared, never dereferenced. Lock held. */
-void srd_proto_quiesce(struct srd_dev *dev, const struct srd_mr_ref *mr);
+/* NCCL deregisters a buffer (and frees it) before it closes the comm, also
+ * mid-transfer (an abort). Every receive comm of the device with an
+ * unfinished receive into the handle mr fails and tells its peer to stop
+ * writing; every unfinished send from mr fails and posts nothing more. This
+ * waits (bounded by NCCL_SRD_CLOSE_TIMEOUT_MS) until the writes the peers
+ * completed have landed and the provider is done with every write it was
+ * given from mr (a provider that queued one reads the registration when it
+ * posts it). false: writes from mr are still with the provider at the
+ * bound; the registration must stay open. mr is compared, never
+ * dereferenced. Lock held. */
+bool srd_proto_quiesce(struct srd_dev *dev, const struct srd_mr_ref *mr);
 /* Make the data received into GPU buffers (NCCL's iflush) visible to the GPU
  * (src/proto/flush.c). *req NULL: nothing to wait for (the device needs no
  * flush, no buffer has bytes, or the driver flushed at once); otherwise a

@@ -276,8 +276,9 @@ ncclResult_t srd_net_dereg_mr(void *comm, void *mhandle) {
   /* NCCL frees the buffer next, before it closes the comm: writes into it
    * must be over first. */
   enter_dev(c->dev, true);
-  srd_proto_quiesce(c->dev, mhandle);
+  bool idle = srd_proto_quiesce(c->dev, mhandle);
   pthread_mutex_unlock(&c->dev->lock);
+  if (!idle) return ncclSuccess; /* kept open: the provider still reads it (warned) */
   if (srd_mr_release(&c->dev->mrs, mhandle)) {
     SRD_WARN("deregMr: %p is not a registration of this device", mhandle);
     return ncclInvalidArgument;

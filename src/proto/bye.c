@@ -142,32 +142,70 @@ static bool writes_into(struct srd_comm *c, const struct srd_mr_ref *mr) {
   return false;
 }
 
-void srd_proto_quiesce(struct srd_dev *dev, const struct srd_mr_ref *mr) {
+/* Does a send of c read from mr: unfinished, or with writes still posted? */
+static bool reads_from(const struct srd_comm *c, const struct srd_mr_ref *mr) {
+  for (int i = 0; i < SRD_REQS_PER_COMM; i++) {
+    const struct srd_req *r = c->reqs[i];
+    if (r && r->kind == SRD_REQ_SEND && r->mr == mr && (!r->done || r->outstanding)) return true;
+  }
+  return false;
+}
+
+/* The unfinished sends from mr fail; those with writes posted keep their
+ * slots until the provider is done with them. */
+static void stop_sends_from(struct srd_comm *c, const struct srd_mr_ref *mr) {
+  int failed = 0;
+  for (int k = 0; k < SRD_REQS_PER_COMM; k++) {
+    struct srd_req *r = c->reqs[k];
+    if (r && r->kind == SRD_REQ_SEND && r->mr == mr && !r->done) {
+      srd_req_finish(r, SRD_ERR_USAGE);
+      failed++;
+    }
+  }
+  if (failed)
+    srd_comm_fail(c, SRD_ERR_USAGE, "the buffer of %d unfinished send(s) was deregistered: they stop", failed);
+}
+
+static void stop_receives_into(struct srd_comm *c) {
+  srd_comm_fail(c, SRD_ERR_USAGE, "a buffer of an unfinished receive was deregistered: the peer stops writing");
+  for (int k = 0; k < SRD_REQS_PER_COMM; k++)
+    if (c->reqs[k] && !c->reqs[k]->done) srd_req_finish(c->reqs[k], SRD_ERR_USAGE);
+  c->closing = true; /* writes still on their way only count (srd_proto_on_write) */
+}
+
+bool srd_proto_quiesce(struct srd_dev *dev, const struct srd_mr_ref *mr) {
   int n = 0;
   for (int i = 0; i < dev->comms_end; i++) {
     struct srd_comm *c = dev->comms[i];
-    if (!c || c->is_send || !srd_proto_peer_may_write(c) || !writes_into(c, mr)) continue;
-    srd_comm_fail(c, SRD_ERR_USAGE, "a buffer of an unfinished receive was deregistered: the peer stops writing");
-    for (int k = 0; k < SRD_REQS_PER_COMM; k++)
-      if (c->reqs[k] && !c->reqs[k]->done) srd_req_finish(c->reqs[k], SRD_ERR_USAGE);
-    c->closing = true; /* writes still on their way only count (srd_proto_on_write) */
+    if (!c) continue;
+    if (c->is_send && reads_from(c, mr)) stop_sends_from(c, mr);
+    else if (!c->is_send && srd_proto_peer_may_write(c) && writes_into(c, mr)) stop_receives_into(c);
+    else continue;
     n++;
   }
-  if (!n) return;
-  uint64_t start = srd_now_ms(), deadline = start + (uint64_t)srd_param_int(SRD_PARAM_CLOSE_TIMEOUT_MS);
+  if (!n) return true;
+  uint64_t deadline = srd_now_ms() + (uint64_t)srd_param_int(SRD_PARAM_CLOSE_TIMEOUT_MS);
   for (;;) {
-    int busy = 0;
+    int writers = 0, readers = 0;
     for (int i = 0; i < dev->comms_end; i++) {
       struct srd_comm *c = dev->comms[i];
-      if (!c || c->is_send || !c->closing) continue;
-      srd_proto_notify_peer(c);
-      busy += srd_proto_peer_may_write(c);
+      if (!c) continue;
+      if (c->is_send) {
+        readers += reads_from(c, mr);
+      } else if (c->closing) {
+        srd_proto_notify_peer(c);
+        writers += srd_proto_peer_may_write(c);
+      }
     }
-    if (!busy || srd_now_ms() >= deadline) {
-      if (busy)
+    if (!writers && !readers) return true;
+    if (srd_now_ms() >= deadline) {
+      if (writers)
         SRD_WARN("device %d: %d receive comm(s) whose buffer was deregistered may still be written by their peer "
-                 "(no close acknowledgement within NCCL_SRD_CLOSE_TIMEOUT_MS)", dev->index, busy);
-      return;
+                 "(no close acknowledgement within NCCL_SRD_CLOSE_TIMEOUT_MS)", dev->index, writers);
+      if (readers)
+        SRD_WARN("device %d: %d send comm(s) still have writes from a deregistered buffer with the provider after "
+                 "NCCL_SRD_CLOSE_TIMEOUT_MS: its registration stays open", dev->index, readers);
+      return !readers;
     }
     srd_dev_wait_step(dev);
   }

@@ -235,8 +235,12 @@ static int mid_transfer(int rank, int nranks, void *arg) {
     }
     await_peer(1, 'x');
   }
-  close_comm(rank, 0, comm, mh);
+  /* NCCL's order when it aborts (sendProxyFree, recvProxyFree): deregister,
+   * unmap, then close. A write the provider still holds reads or fills
+   * unmapped memory: a crash (shm copies, efa reads the registration). */
+  ST_NCCL(st_net_dereg_mr(comm, mh));
   st_free(buf, NREQ * MIB);
+  ST_NCCL(rank == 0 ? st_net_close_recv(comm) : st_net_close_send(comm));
   ST_NCCL(st_net_finalize());
   return 0;
 }
