@@ -715,6 +715,11 @@ void srd_proto_notify_peer(struct srd_comm *c);
 void srd_proto_bye_progress(struct srd_comm *c);
 /* A closing send comm still waits for its receiver's SRD_BYE_TAKEN. */
 bool srd_proto_awaits_taken(const struct srd_comm *c);
+/* A closing receive comm sent its notice and its peer has not said it
+ * closed: it waits for that notice, so that the process does not exit with
+ * it unread (tcp resets a connection closed with data unread, and the reset
+ * discards what this side sent that the peer had not read yet: the notice). */
+bool srd_proto_awaits_notice(const struct srd_comm *c);
 /* The receiver of c left an earlier close's wait unanswered (and has not
  * answered one since): c's close does not wait for it. */
 bool srd_proto_peer_quiet(const struct srd_comm *c);

@@ -6,11 +6,12 @@
 
 /* Still waiting: operations the provider holds (a send comm's writes, then
  * its notice), writes the peer completed that have not landed here yet, or
- * a send comm's peer that has not said it took all we sent
- * (src/proto/bye.c). A notice the provider refuses is posted again while
+ * a send comm's peer that has not said it took all we sent, a receive
+ * comm's peer that has not answered its notice (src/proto/bye.c). A notice the provider refuses is posted again while
  * the wait lasts. */
 static bool close_busy(struct srd_comm *c, bool wait_taken) {
-  return c->ops_in_flight > 0 || srd_proto_peer_may_write(c) || (wait_taken && srd_proto_awaits_taken(c));
+  return c->ops_in_flight > 0 || srd_proto_peer_may_write(c) ||
+         (wait_taken && (srd_proto_awaits_taken(c) || srd_proto_awaits_notice(c)));
 }
 
 void srd_comm_close(struct srd_comm *c) {
@@ -57,6 +58,11 @@ void srd_comm_close(struct srd_comm *c) {
              "write(s) sent within NCCL_SRD_CLOSE_TIMEOUT_MS=%llu: on tcp, any of it not read yet is lost once this "
              "process exits; closes to that peer no longer wait until it answers one",
              c->id, c->peer_pid, (unsigned long long)c->eagers, (unsigned long long)c->writes_done,
+             (unsigned long long)timeout);
+  } else if (srd_proto_awaits_notice(c) && wait_taken) {
+    srd_proto_note_quiet_peer(c);
+    SRD_INFO(NCCL_NET, "recv comm %#x closed without its peer's (process %u) close notice within "
+             "NCCL_SRD_CLOSE_TIMEOUT_MS=%llu; closes to that peer no longer wait for it", c->id, c->peer_pid,
              (unsigned long long)timeout);
   } else if (srd_proto_awaits_taken(c)) {
     SRD_INFO(NCCL_NET, "send comm %#x closed without waiting for its peer (process %u), which left an earlier "

@@ -58,6 +58,10 @@ bool srd_proto_awaits_taken(const struct srd_comm *c) {
   return c->is_send && c->bye_sent && !c->peer_closed && !c->peer_lost;
 }
 
+bool srd_proto_awaits_notice(const struct srd_comm *c) {
+  return !c->is_send && c->bye_sent && !c->peer_closed && !c->peer_lost;
+}
+
 static int quiet_slot(const struct srd_comm *c) {
   const struct srd_dev *dev = c->dev;
   for (int i = 0; i < SRD_QUIET_PEERS; i++)
