@@ -52,8 +52,9 @@ SRD_ABI_TESTS = tests/abi/dlopen
 check_PROGRAMS += $(SRD_FUNCTIONAL_TESTS) $(SRD_ABI_TESTS)
 check_PROGRAMS += tests/functional/lanes
 # The key programs again with progress lanes: tests/functional/threads.sh runs
-# each .threads file (its program's runs), one test per program.
+# each .threads file (its program's runs), one test per file (PROGRAM.VARIANT.threads: more runs of PROGRAM).
 SRD_THREADS_TESTS = tests/functional/threads/connect.threads tests/functional/threads/sizes.threads \
+	tests/functional/threads/sizes.lanes4.threads \
 	tests/functional/threads/groups.threads tests/functional/threads/truncate.threads \
 	tests/functional/threads/inflight.threads tests/functional/threads/peerkill.threads \
 	tests/functional/threads/allreduce.threads tests/functional/threads/close.threads

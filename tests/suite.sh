@@ -19,6 +19,7 @@
 # SRD_SUITE_BUILD2=DIR    the 2.x build directory (default build-lf2)
 # SRD_SUITE_CONFIGURE=..  configure arguments of builds made here
 #                         (default --with-gtest=yes)
+# SRD_SUITE_CONFIGURE2=.. those of the 2.x build (default: SRD_SUITE_CONFIGURE)
 # SRD_SUITE_ONLY=1.17|2   run one of the two
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,14 +29,16 @@ say() { echo "suite: $* ($(( $(date +%s) - t0 )) s)"; }
 jobs=${SRD_SUITE_JOBS:-$(( 2 * $(nproc) ))}
 build=${SRD_SUITE_BUILD:-$top/build}
 case $build in /*) ;; *) build=$top/$build ;; esac
-read -r -a conf <<< "${SRD_SUITE_CONFIGURE:---with-gtest=yes}"
+read -r -a conf1 <<< "${SRD_SUITE_CONFIGURE:---with-gtest=yes}"
+read -r -a conf2 <<< "${SRD_SUITE_CONFIGURE2:-${SRD_SUITE_CONFIGURE:---with-gtest=yes}}"
 only=${SRD_SUITE_ONLY:-}
 lf2_version=2.6.0
 
 [ -x "$top/configure" ] || ./autogen.sh >/dev/null
 
-configure_in() { # dir, env assignments for configure...
-  local dir=$1; shift
+configure_in() { # dir, 1|2 (which arguments), env assignments for configure...
+  local dir=$1 which=$2; shift 2
+  local -n conf=conf$which
   mkdir -p "$dir"
   [ -f "$dir/config.status" ] && return 0
   (cd "$dir" && env "$@" "$top/configure" "${conf[@]}" >configure.log 2>&1) ||
@@ -67,8 +70,9 @@ check_in() { # dir, label, env assignments for make...
 
 ran=()
 if [ "$only" != 2 ]; then
-  configure_in "$build"
+  configure_in "$build" 1
   v=$(pkg-config --modversion libfabric 2>/dev/null || echo '?')
+  case " ${conf1[*]} " in *" --enable-sanitizers "*) v="$v, AddressSanitizer + UBSan" ;; esac
   check_in "$build" "libfabric $v (pkg-config)"
 fi
 
@@ -108,7 +112,7 @@ if [ "$only" != 1.17 ]; then
   if [ -n "$lf2" ]; then
     pc=$lf2/lib/pkgconfig
     v=$(PKG_CONFIG_PATH=$pc pkg-config --modversion libfabric)
-    configure_in "$lf2_build" PKG_CONFIG_PATH="$pc"
+    configure_in "$lf2_build" 2 PKG_CONFIG_PATH="$pc"
     check_in "$lf2_build" "libfabric $v ($lf2)" LD_LIBRARY_PATH="$lf2/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   elif [ "$only" = 2 ]; then
     echo "suite: no libfabric 2.x found (SRD_LIBFABRIC2=PREFIX or SRD_LIBFABRIC_TAR=FILE)" >&2; exit 1

@@ -1,5 +1,5 @@
 /* Many comms between two processes, opened as NCCL opens them (per pair:
- * listen, connect, accept, close the listener): 20,000 pairs by default
+ * listen, connect, accept, close the listener): 10,000 pairs by default
  * ($SRD_MANYCOMMS_PAIRS), every one kept open. A sample carries a small
  * (eager) and a large (RDMA write) message once all are open, so comm indexes
  * far beyond the old 4,096 limit carry data; then all close. Prints the
@@ -19,7 +19,7 @@
 
 #define TIMEOUT_MS ST_HANG_MS
 #define VERSION 11
-#define DEFAULT_PAIRS 20000
+#define DEFAULT_PAIRS 10000
 #define WINDOW 2000        /* pairs timed at the start and at the end */
 #define SAMPLE_EVERY 997
 #define MAX_IDLE_BYTES 8192

@@ -11,7 +11,8 @@
 #   threads.sh tests/functional/threads/PROGRAM.threads
 set -u
 list=${1:?usage: threads.sh PROGRAM.threads}
-prog=$(basename "$list" .threads)
+# PROGRAM.VARIANT.threads: more runs of PROGRAM, a test of their own.
+prog=$(basename "$list" .threads); prog=${prog%%.*}
 dir="${top_builddir:-.}/tests/functional"
 [ -x "$dir/$prog" ] || { echo "threads.sh: no program $dir/$prog" >&2; exit 99; }
 status=0 runs=0

@@ -298,6 +298,14 @@ int st_skip(const struct st_ctx *ctx, const char *why) {
   return ST_SKIP;
 }
 
+/* Is name one of the comma-separated names in list? */
+static bool listed(const char *list, const char *name) {
+  size_t n = strlen(name);
+  for (const char *p = list; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+    if (!strncmp(p, name, n) && (p[n] == ',' || p[n] == '\0')) return true;
+  return false;
+}
+
 int st_main(int argc, char **argv, const struct st_case *cases, int ncases) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   const char *list = argc > 1 && argv[1][0] ? argv[1] : getenv("SRD_TEST_PROVIDERS");
@@ -310,7 +318,7 @@ int st_main(int argc, char **argv, const struct st_case *cases, int ncases) {
   char *save = NULL;
   for (char *prov = strtok_r(providers, ",", &save); prov; prov = strtok_r(NULL, ",", &save)) {
     for (int i = 0; i < ncases; i++) {
-      if (only && strcmp(only, cases[i].name)) continue;
+      if (only && !listed(only, cases[i].name)) continue;
       struct st_ctx ctx = {.provider = prov, .test = cases[i].name};
       int64_t t0 = st_now_ms();
       int rc = cases[i].run(&ctx);

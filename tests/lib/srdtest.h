@@ -225,7 +225,7 @@ int st_skip(const struct st_ctx *ctx, const char *why);
 
 /* Runs every case for every provider: argv[1] (a comma-separated list of
  * providers), else $SRD_TEST_PROVIDERS, else "tcp,shm". Optional
- * argv[2]: run only the case with that name. Prints one PASS/FAIL/SKIP line
+ * argv[2]: run only the cases it names (comma-separated). Prints one PASS/FAIL/SKIP line
  * per case and provider; returns 1 when a case failed, ST_SKIP when every
  * case was skipped, else 0. */
 int st_main(int argc, char **argv, const struct st_case *cases, int ncases);

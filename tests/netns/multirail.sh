@@ -71,9 +71,12 @@ check_one_rail() {
   done
 }
 
+# The sizes cases that move data differently over rails; its API-version
+# cases (sizes-v8, sizes-abi) are tests/functional/sizes: the api shims sit
+# above the rails.
 echo "### 4 rails against 4 rails"
 before="$(traffic va0) $(traffic va1) $(traffic va2) $(traffic va3)"
-run "$dir/sizes" 'tcp'
+run "$dir/sizes" 'tcp' sizes,sizes-striped,max-p2p,max-p2p-striped
 # sizes sends a 64 MiB message at least once: 16 MiB a rail when striped.
 check_striped 12
 run "$dir/groups" 'tcp'
@@ -88,7 +91,7 @@ NCCL_SRD_TEST_REORDER=1 run "$dir/rma" 'tcp' ordering
 
 echo "### 1 rail (va0) against 4 rails (vb0..vb3)"
 before="$(traffic va0) $(traffic va1) $(traffic va2) $(traffic va3)"
-NCCL_SRD_IFNAME=va0,vb0,vb1,vb2,vb3 run "$dir/sizes" 'tcp'
+NCCL_SRD_IFNAME=va0,vb0,vb1,vb2,vb3 run "$dir/sizes" 'tcp' sizes,sizes-striped,max-p2p
 # sizes moves over 64 MiB in its largest message alone.
 check_one_rail 64
 NCCL_SRD_IFNAME=va0,vb0,vb1,vb2,vb3 run "$dir/groups" 'tcp'
