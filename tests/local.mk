@@ -27,14 +27,25 @@ EXTRA_DIST += tests/suite.sh tests/timings.sh tests/show-failed.sh
 
 # ---------- architecture: dependencies across src/ point down ----------
 
+# make -j starts tests in TESTS order: the longest (tests/timings.sh) go
+# first, so that none of them starts last and runs alone at the end. Each is
+# built or distributed in its own section below, and run only from here.
+if EFA_EMULATOR
+TESTS += tests/efa/efa-suite.sh
+endif
+TESTS += tests/functional/threads/sizes.threads tests/netns/multirail.sh tests/functional/manycomms \
+	tests/tools/srd-perf-raw.sh tests/security/rogue tests/functional/sizes tests/functional/rma \
+	tests/functional/threads/sizes.lanes4.threads tests/netns/failover-lanes.sh tests/tools/srd-perf-plugin.sh \
+	tests/tools/srd-perf-rma.sh tests/functional/threads/close.threads tests/functional/threads/inflight.threads
+
 TESTS += tests/arch/layers.sh
 EXTRA_DIST += tests/arch/layers.sh
 
 # ---------- functional and ABI ----------
 
+# sizes, manycomms and rma run among the longest (above).
 SRD_FUNCTIONAL_TESTS = \
 	tests/functional/connect \
-	tests/functional/sizes \
 	tests/functional/groups \
 	tests/functional/truncate \
 	tests/functional/mixed \
@@ -44,27 +55,26 @@ SRD_FUNCTIONAL_TESTS = \
 	tests/functional/slowpeer \
 	tests/functional/allreduce \
 	tests/functional/badinput \
-	tests/functional/paths \
-	tests/functional/manycomms \
-	tests/functional/rma
+	tests/functional/paths
 SRD_ABI_TESTS = tests/abi/dlopen
 
-check_PROGRAMS += $(SRD_FUNCTIONAL_TESTS) $(SRD_ABI_TESTS)
+check_PROGRAMS += $(SRD_FUNCTIONAL_TESTS) tests/functional/sizes tests/functional/manycomms tests/functional/rma \
+	$(SRD_ABI_TESTS)
 check_PROGRAMS += tests/functional/lanes
 # The key programs again with progress lanes: tests/functional/threads.sh runs
 # each .threads file (its program's runs), one test per file (PROGRAM.VARIANT.threads: more runs of PROGRAM).
-SRD_THREADS_TESTS = tests/functional/threads/connect.threads tests/functional/threads/sizes.threads \
-	tests/functional/threads/sizes.lanes4.threads \
-	tests/functional/threads/groups.threads tests/functional/threads/truncate.threads \
-	tests/functional/threads/inflight.threads tests/functional/threads/peerkill.threads \
-	tests/functional/threads/allreduce.threads tests/functional/threads/close.threads
+# (sizes, sizes.lanes4, close and inflight run among the longest, above.)
+SRD_THREADS_TESTS = tests/functional/threads/connect.threads tests/functional/threads/groups.threads \
+	tests/functional/threads/truncate.threads tests/functional/threads/peerkill.threads \
+	tests/functional/threads/allreduce.threads
 TEST_EXTENSIONS = .threads
 THREADS_LOG_COMPILER = $(SHELL) $(top_srcdir)/tests/functional/threads.sh
 TESTS += $(SRD_ABI_TESTS) tests/abi/exports.sh $(SRD_FUNCTIONAL_TESTS) tests/functional/lanes \
-	tests/functional/reorder.sh tests/functional/nic-signals.sh tests/functional/recv-refuse.sh \
-	$(SRD_THREADS_TESTS)
+	tests/functional/reorder.sh tests/functional/nic-signals.sh tests/functional/recv-refuse.sh $(SRD_THREADS_TESTS)
 EXTRA_DIST += tests/abi/exports.sh tests/functional/reorder.sh tests/functional/nic-signals.sh \
-	tests/functional/recv-refuse.sh tests/functional/threads.sh $(SRD_THREADS_TESTS) tests/libfabric.lsan
+	tests/functional/recv-refuse.sh tests/functional/threads.sh $(SRD_THREADS_TESTS) tests/libfabric.lsan \
+	tests/functional/threads/sizes.threads tests/functional/threads/sizes.lanes4.threads \
+	tests/functional/threads/close.threads tests/functional/threads/inflight.threads
 
 tests_functional_rma_SOURCES = tests/functional/rma.c
 tests_functional_rma_CPPFLAGS = $(SRD_TEST_CPPFLAGS)
@@ -103,9 +113,9 @@ tests_functional_allreduce_SOURCES = tests/functional/allreduce.c
 tests_functional_allreduce_CPPFLAGS = $(SRD_TEST_CPPFLAGS)
 tests_functional_allreduce_LDADD = $(SRD_TEST_LDADD)
 # Security (tests/security): a rogue peer (a bare libfabric endpoint speaking
-# our wire format) against the plugin, and misuse of the plugin's API.
+# our wire format) against the plugin, and misuse of the plugin's API (run
+# among the longest).
 check_PROGRAMS += tests/security/rogue
-TESTS += tests/security/rogue
 tests_security_rogue_SOURCES = tests/security/rogue.c tests/security/rogue_ep.c tests/security/misuse.c \
 	tests/security/insider.c tests/security/unexpected.c tests/security/places.c tests/security/floods.c \
 	tests/security/rogue.h src/wire/wire.c
@@ -137,8 +147,9 @@ EXTRA_DIST += tests/abi/fi_version_as.map
 # raildown runs only from raildown.sh; list_nics prints what srd_topo_discover
 # finds inside a namespace.
 check_PROGRAMS += tests/functional/raildown tests/functional/failover tests/topo/list_nics
-TESTS += tests/netns/multirail.sh tests/netns/raildown.sh tests/netns/raildown-lanes.sh tests/netns/topo-netns.sh \
-	tests/netns/failover.sh tests/netns/failover-reorder.sh tests/netns/failover-lanes.sh tests/netns/rma-cut.sh
+# (multirail and failover-lanes run among the longest.)
+TESTS += tests/netns/raildown.sh tests/netns/raildown-lanes.sh tests/netns/topo-netns.sh \
+	tests/netns/failover.sh tests/netns/failover-reorder.sh tests/netns/rma-cut.sh
 EXTRA_DIST += tests/netns/multirail.sh tests/netns/raildown.sh tests/netns/raildown-lanes.sh tests/netns/netns.sh \
 	tests/netns/topo-netns.sh tests/netns/failover.sh tests/netns/failover-reorder.sh tests/netns/failover-lanes.sh \
 	tests/netns/rma-cut.sh
@@ -156,6 +167,7 @@ tests_topo_list_nics_LDADD = libsrd_topo.la libsrd_util.la
 # Their JSON is checked by a small validator so python3 is not required.
 check_PROGRAMS += tests/tools/json_validate
 tests_tools_json_validate_SOURCES = tests/tools/json_validate.cc
+# (srd-perf-raw, srd-perf-plugin and srd-perf-rma run among the longest.)
 SRD_TOOL_CHECKS = tests/tools/srd-info.sh tests/tools/srd-perf-raw.sh tests/tools/srd-perf-plugin.sh \
 	tests/tools/srd-perf-errors.sh tests/tools/srd-info-gdr.sh tests/tools/srd-perf-cuda.sh \
 	tests/tools/srd-perf-corrupt.sh tests/tools/srd-info-doctor.sh tests/tools/srd-info-agree.sh \
@@ -165,7 +177,9 @@ check_LTLIBRARIES += tests/tools/libsrd-corrupt.la
 tests_tools_libsrd_corrupt_la_SOURCES = tests/tools/corrupt_plugin.c
 tests_tools_libsrd_corrupt_la_LDFLAGS = -module -avoid-version -shared -rpath $(abs_builddir)
 tests_tools_libsrd_corrupt_la_LIBADD = -ldl -lpthread
-TESTS += $(SRD_TOOL_CHECKS)
+TESTS += tests/tools/srd-info.sh tests/tools/srd-perf-errors.sh tests/tools/srd-info-gdr.sh \
+	tests/tools/srd-perf-cuda.sh tests/tools/srd-perf-corrupt.sh tests/tools/srd-info-doctor.sh \
+	tests/tools/srd-info-agree.sh
 EXTRA_DIST += $(SRD_TOOL_CHECKS) tests/tools/json_check.sh tests/tools/benchmarks.sh
 # The packages (make deb) installed into a clean root: run by .ci/run.
 EXTRA_DIST += tests/pkg/installed.sh
@@ -310,7 +324,7 @@ tests_efa_emu_emu_test_CPPFLAGS = -I$(EFA_EMU_PREFIX)/rdma/usr/include
 tests_efa_emu_emu_test_DEPENDENCIES = tests/efa/emu/lib/libibverbs.so.1
 tests_efa_emu_emu_test_LDFLAGS = -Ltests/efa/emu/lib -Wl,-rpath,$(abs_builddir)/tests/efa/emu/lib
 tests_efa_emu_emu_test_LDADD = -libverbs -lefa
-TESTS += tests/efa/emu-test.sh tests/efa/efa-suite.sh
+TESTS += tests/efa/emu-test.sh
 tests/efa/emu-test.log tests/efa/efa-suite.log: tests/efa/emu/lib/libibverbs.so.1
 AM_TESTS_ENVIRONMENT += EFA_EMU_PREFIX=$(EFA_EMU_PREFIX); export EFA_EMU_PREFIX;
 endif

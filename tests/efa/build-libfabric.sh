@@ -6,7 +6,8 @@
 #    and private package lists, unpacks it with dpkg-deb -x under
 #    PREFIX/rdma (nothing is installed on the system);
 # 2. builds the emulator (tests/efa/emu) into PREFIX/emu/lib;
-# 3. builds the libfabric release (efa, tcp, shm) into PREFIX, linked
+# 3. builds the libfabric release (efa, tcp, shm, rxm; shared only: libtool
+#    would compile every file twice) into PREFIX, linked
 #    against the emulated libraries (run path PREFIX/emu/lib; LIBS names
 #    them so that its programs, fi_info among them, link them rather than a
 #    system rdma-core that libfabric.so's dependencies would find), so that
@@ -49,10 +50,7 @@ emu=$prefix/emu/lib
 (cd "$src" && ./autogen.sh &&
   ./configure --prefix="$prefix" CPPFLAGS="-I$inc" \
     LDFLAGS="-L$emu -Wl,-rpath,$emu" LIBS="-lefa -libverbs" \
-    --enable-efa --enable-tcp --enable-shm --enable-rxm --disable-verbs \
-    --disable-psm2 --disable-psm3 --disable-opx --disable-usnic \
-    --disable-sockets --disable-udp --disable-ucx --disable-lpp --disable-rxd \
-    --disable-mrail --disable-sm2 --disable-lnx &&
+    --enable-only --enable-efa --enable-tcp --enable-shm --enable-rxm --disable-static &&
   make -j"$jobs" install) >"$work/libfabric.log" 2>&1 ||
   { tail -40 "$work/libfabric.log"; echo "build-libfabric: libfabric build failed" >&2; exit 1; }
 # The efa provider must be built in and must take the emulated libraries.

@@ -64,6 +64,12 @@ def programs(m):
     return sorted(progs)
 
 
+def needs_emulator(m):
+    """Does m's test run on the emulated EFA device (a build configured
+    --with-efa-emulator)?"""
+    return any("EFA_EMU_PREFIX" in t for t in m["tests"])
+
+
 def log(logf, *parts):
     logf.write(" ".join(parts) + "\n")
     logf.flush()
@@ -128,7 +134,8 @@ class Worker:
     """One scratch copy of the tree and its build: workers apply mutations side
     by side, each to its own copy (tests wait on peers more than they compute)."""
 
-    def __init__(self, scratch, i, files, top):
+    def __init__(self, scratch, i, files, top, emulator):
+        self.emulator = emulator  # configured --with-efa-emulator: takes only the emulator's mutations
         self.dir = os.path.join(scratch, f"w{i}")
         self.src, self.build = os.path.join(self.dir, "src"), os.path.join(self.dir, "build")
         self.logpath = os.path.join(self.dir, "mutation.log")
@@ -191,12 +198,22 @@ def main():
         sys.exit(1 if bad else 0)
     if not muts:
         sys.exit(f"mutation: no planted bug is named {','.join(sorted(only))}")
+    # The emulator's planted bugs need a build against its libfabric; the
+    # others, against the one configure finds (1.17 here), in their own copies.
+    emu_prefix = os.environ.get("SRD_EFA_EMU_PREFIX", "")
+    emu_muts = [m for m in muts if needs_emulator(m)]
+    if emu_muts and not emu_prefix:
+        sys.exit(f"mutation: {len(emu_muts)} planted bug(s) ({', '.join(m['name'] for m in emu_muts)}) run on the "
+                 "emulated EFA device: SRD_EFA_EMU_PREFIX=PREFIX (what tests/efa/build-libfabric.sh built), or "
+                 "SRD_MUTATIONS naming the others")
     cpus = os.cpu_count() or 1
-    nworkers = max(1, min(int(os.environ.get("SRD_MUTATION_WORKERS", str(cpus))), len(muts)))
+    nplain = len(muts) - len(emu_muts)
+    nworkers = max(1, min(int(os.environ.get("SRD_MUTATION_WORKERS", str(cpus))), nplain)) if nplain else 0
     jobs = os.environ.get("SRD_MUTATION_JOBS", str(cpus))
     scratch = os.environ.get("SRD_MUTATION_DIR") or tempfile.mkdtemp(prefix="srd-mutation.")
     t0 = time.time()
-    print(f"{len(muts)} planted bug(s), {nworkers} worker(s), scratch copies and builds in {scratch}", flush=True)
+    print(f"{len(muts)} planted bug(s), {nworkers} worker(s)" + (f" and one on the emulated EFA device ({emu_prefix})"
+          if emu_muts else "") + f", scratch copies and builds in {scratch}", flush=True)
 
     # Scratch copies of the tree as it is (tracked and untracked files, not
     # ignored ones): the mutations never touch the working tree.
@@ -204,51 +221,54 @@ def main():
                            stdout=subprocess.PIPE).stdout.decode().split("\0")
     files = [f for f in files if f and os.path.isfile(os.path.join(top, f))]
     make = f"nice -n 10 make -j{jobs} {os.environ.get('SRD_MUTATION_MAKE_ARGS', '')}"
-    workers = [Worker(scratch, i, files, top) for i in range(nworkers)]
-    with ThreadPoolExecutor(nworkers) as pool:
-        built = list(pool.map(lambda w: w.prepare(configure_args, make), workers))
+    workers = [Worker(scratch, i, files, top, False) for i in range(nworkers)]
+    if emu_muts:
+        workers.append(Worker(scratch, nworkers, files, top, True))
+    emu_args = [f"--with-efa-emulator={emu_prefix}"]
+    with ThreadPoolExecutor(len(workers)) as pool:
+        built = list(pool.map(lambda w: w.prepare(configure_args + (emu_args if w.emulator else []), make), workers))
     if not all(built):
         sys.exit("mutation: the unmutated tree does not build (see " +
                  "; ".join(w.logpath for w, ok in zip(workers, built) if not ok) + ")")
 
     # Every test must pass unmutated, or catching proves nothing.
-    tests = sorted({t for m in muts for t in m["tests"]})
-    queue = list(enumerate(tests))
+    queue = sorted({(needs_emulator(m), t) for m in muts for t in m["tests"]})
+    ntests = len(queue)
     lock = threading.Lock()
     broken = []
 
-    def baseline(w):
-        while True:
-            with lock:
-                if not queue:
-                    return
-                _, t = queue.pop(0)
-            if w.test(t):
-                with lock:
-                    broken.append(t)
+    def take(w, items, emulator_of):
+        """The next item of items for w (one of its kind), removed; else None."""
+        with lock:
+            for k, item in enumerate(items):
+                if emulator_of(item) == w.emulator:
+                    return items.pop(k)
+        return None
 
-    with ThreadPoolExecutor(nworkers) as pool:
+    def baseline(w):
+        while (item := take(w, queue, lambda i: i[0])) is not None:
+            if w.test(item[1]):
+                with lock:
+                    broken.append(item[1])
+
+    with ThreadPoolExecutor(len(workers)) as pool:
         list(pool.map(baseline, workers))
     if broken:
         sys.exit("mutation: these tests fail without a mutation: " + "; ".join(sorted(broken)) +
                  " (see " + "; ".join(w.logpath for w in workers) + ")")
-    print(f"baseline: {len(tests)} test command(s) pass unmutated ({time.time() - t0:.0f} s)", flush=True)
+    print(f"baseline: {ntests} test command(s) pass unmutated ({time.time() - t0:.0f} s)", flush=True)
 
     rows = [None] * len(muts)
     todo = list(range(len(muts)))
 
     def drain(w):
-        while True:
-            with lock:
-                if not todo:
-                    return
-                i = todo.pop(0)
+        while (i := take(w, todo, lambda i: needs_emulator(muts[i]))) is not None:
             t1 = time.time()
             rows[i] = (muts[i]["name"], *w.mutate(muts[i]))
             with lock:
                 print(f"{rows[i][0]}: {rows[i][2]} ({time.time() - t1:.0f} s)", flush=True)
 
-    with ThreadPoolExecutor(nworkers) as pool:
+    with ThreadPoolExecutor(len(workers)) as pool:
         list(pool.map(drain, workers))
     for w in workers:
         w.logf.close()

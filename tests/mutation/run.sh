@@ -13,6 +13,9 @@
 #
 # SRD_MUTATIONS=name,name runs only those; SRD_MUTATION_JOBS sets make -j;
 # SRD_MUTATION_MAKE_ARGS is added to every make command (e.g. CFLAGS=...).
+# The whole list needs SRD_LIBFABRIC2=PREFIX (a libfabric 2.x: the bugs only
+# 2.x shows) and SRD_EFA_EMU_PREFIX=PREFIX (tests/efa/build-libfabric.sh's:
+# one more copy, configured --with-efa-emulator, takes the emulator's bugs).
 # Not part of make check: it rebuilds once per mutation (CONTRIBUTING.md: Planted bugs).
 command -v python3 >/dev/null 2>&1 || { echo "mutation: python3 is needed" >&2; exit 77; }
 exec python3 "$(dirname "$0")/mutate.py" "$@"
