@@ -10,6 +10,10 @@
  * comm's peer that has not answered its notice (src/proto/bye.c). A notice the provider refuses is posted again while
  * the wait lasts. */
 static bool close_busy(struct srd_comm *c, bool wait_taken) {
+  /* A connect that never completed has only hellos in flight, in our own
+   * buffers: nothing to wait for (efa holds them while a listener's process
+   * does not progress, which made a failed connect take another timeout). */
+  if (!c->ready) return false;
   return c->ops_in_flight > 0 || srd_proto_peer_may_write(c) ||
          (wait_taken && (srd_proto_awaits_taken(c) || srd_proto_awaits_notice(c)));
 }

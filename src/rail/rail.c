@@ -239,7 +239,7 @@ int srd_rail_open(struct srd_rail *rail, int index, const struct fi_info *info, 
   rail->len_in_data = info->domain_attr->cq_data_size >= 8;
   rail->source = !!(info->caps & FI_SOURCE);
   rail->write_source = rail->source && !strstr(info->fabric_attr->prov_name, "ofi_rxm");
-  rail->keep_av = !strcmp(info->fabric_attr->prov_name, "shm");
+  rail->keep_av = !strcmp(info->fabric_attr->prov_name, "shm") || !strcmp(info->fabric_attr->prov_name, "efa");
   step = "fi_fabric";
   if ((rc = fi_fabric(info->fabric_attr, &rail->fabric, NULL))) goto fail;
   step = "fi_domain";

@@ -395,7 +395,7 @@ static int get_flush_rank(int rank, int nranks, void *arg) { return get_rank(ran
 
 /* With the automatic progress threads (as if on 4096 CPUs, whatever runs beside it: they start on the
  * first large message): rank 0 gets rank 1's window, striped over the
- * lanes. Reads make no completion at rank 1, so registering a window that
+ * lanes (a device of one lane per NIC has none: then rank 1 just waits). Reads make no completion at rank 1, so registering a window that
  * large must have started rank 1's lane threads, which serve them (tcp
  * places a read only when its endpoint is polled). */
 static int get_lanes_rank(int rank, int nranks, void *arg) {
@@ -417,6 +417,10 @@ static int get_lanes_rank(int rank, int nranks, void *arg) {
     if (req) wait_req(&s, req, "flush");
     size_t bad = st_pattern_check(got, len, 301);
     ST_CHECK(bad == SIZE_MAX, "get on lanes: wrong byte at offset %zu", bad);
+  } else if (st_log_count(" x 1 lane(s) ") > 0) {
+    /* One lane per NIC (efa's four devices here): no thread to start, and
+     * rank 1 does not progress while rank 0 reads, which the device serves. */
+    st_note("one lane per NIC: no lane threads; rank 1 idle while its window is read");
   } else {
     /* The progress thread starts them at its next call: on a loaded host
      * that may take a while. */

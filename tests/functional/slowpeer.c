@@ -156,8 +156,9 @@ struct scenario {
 #define AHEAD_WINDOW 8
 #define AHEAD_PAUSE_MS 1000
 
-/* Rank 1 sends AHEAD_MSGS messages as fast as the plugin takes them, then
- * one on a second comm; rank 0 waits on that second comm alone for
+/* Rank 1 sends AHEAD_MSGS messages as fast as the plugin takes them, with at
+ * most NCCL_NET_MAX_REQUESTS unfinished as NCCL keeps (on efa a send finishes
+ * only once the peer's device took it), then one on a second comm; rank 0 waits on that second comm alone for
  * AHEAD_PAUSE_MS (its calls progress the device, which reads what arrives)
  * before it posts the data receives. */
 static int run_ahead_main(int rank, int nranks, void *arg) {
@@ -187,7 +188,7 @@ static int run_ahead_main(int rank, int nranks, void *arg) {
   while (done < AHEAD_MSGS) {
     void **r = &req[posted];
     unsigned char *slot = buf + (size_t)posted * AHEAD_SIZE;
-    if (posted < AHEAD_MSGS && (rank == 1 || posted - done < AHEAD_WINDOW)) {
+    if (posted < AHEAD_MSGS && posted - done < (rank == 1 ? NCCL_NET_MAX_REQUESTS : AHEAD_WINDOW)) {
       if (rank == 1) {
         ST_NCCL(st_net_isend(data_comm, slot, AHEAD_SIZE, tag, mh, r));
       } else {
