@@ -174,14 +174,13 @@ struct srd_rail {
    * to one peer share an entry, and some providers return the same fi_addr
    * for a repeated insert, so removing it for one comm would break another. */
   struct srd_av_index av_index;
-  /* shm: a peer's address is never removed from the AV while the rail lives.
-   * Removing it unmaps the peer's region (smr_av_remove -> smr_map_del ->
-   * smr_unmap_region, 1.17 and 2.6) while the endpoint may still hold
-   * messages of that peer that arrived before a receive was posted for them;
-   * 2.6 keeps an unexpected message of its iov protocol as a pointer into
-   * the peer's region (smr_progress.c, smr_unexp_iov) and the next fi_recv
-   * that matches it reads through it (smr_unexp_start): SIGSEGV. The entry
-   * is reused when the peer comes back; shm's AV holds SMR_MAX_PEERS (256). */
+  /* shm and efa: a peer's address is never removed from the AV while the
+   * rail lives (DESIGN, "Addresses stay in the AV"). shm: removing it
+   * unmaps the peer's region (smr_av_remove -> smr_map_del ->
+   * smr_unmap_region) while 2.6 may still hold an unexpected message as a
+   * pointer into it (smr_unexp_iov): SIGSEGV. efa: a re-inserted peer
+   * restarts its message ids, which the peer has processed: it aborts. The
+   * entry is reused when the peer comes back; shm's AV holds SMR_MAX_PEERS (256). */
   bool keep_av;
   struct fi_cq_data_entry *held;
   fi_addr_t *held_src;

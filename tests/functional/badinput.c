@@ -90,7 +90,8 @@ static void handle_variants(const char *real) {
    * after the connect timeout (ncclRemoteError). */
   memcpy(h, real, HSIZE);
   memset(h + TRANSPORT_OFFSET, 0, HSIZE - TRANSPORT_OFFSET);
-  memcpy(h + TRANSPORT_OFFSET, "efa-direct", 10);
+  const char *other = strncmp(real + TRANSPORT_OFFSET, "efa-direct", 11) ? "efa-direct" : "efa";
+  memcpy(h + TRANSPORT_OFFSET, other, strlen(other));
   expect_connect_error("another transport's", h, CODE(ncclInvalidUsage));
   /* Everything right but the cookie: only the listener can tell, and it must
    * not answer. */

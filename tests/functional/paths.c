@@ -10,7 +10,7 @@
  *     32 KiB on ofi_rxm too (its eager buffers now hold 32 KiB and the header).
  *   eager-changed: NCCL_SRD_EAGER_MAX=1000: 1000 bytes eagerly, 1001 not.
  *   eager-peer-smaller: the receiver's NCCL_SRD_EAGER_MAX=1000, the sender's
- *     16 KiB: the sender keeps to the receiver's 1000 bytes (its control
+ *     8 KiB (every provider's sends hold it: efa-direct's 8,928 bytes): the sender keeps to the receiver's 1000 bytes (its control
  *     buffers are no larger; a larger message is cut there, a rail error).
  *   striped: eager up to 8 KiB, 1 rail, 4 endpoints (NCCL_SRD_EPS_PER_RAIL=4), stripes from
  *     16 KiB of 4 KiB (NCCL_SRD_STRIPE_THRESHOLD, NCCL_SRD_MIN_STRIPE): every
@@ -40,7 +40,7 @@ static const struct plan plans[] = {
     {"eager-default", NULL, NULL, NULL, 0, {0, 1, 0 /* the default */, 1 /* past it */, 65536}, 5, {3, 2, 2}},
     {"eager-rxm-buffer", NULL, NULL, "32808", 0, {0, 1, 0, 1, 65536}, 5, {3, 2, 2}},
     {"eager-changed", "1000", NULL, NULL, 0, {999, 1000, 1001, 8192}, 4, {2, 2, 2}},
-    {"eager-peer-smaller", "16384", "1000", NULL, 0, {1000, 1001, 16384}, 3, {1, 2, 2}},
+    {"eager-peer-smaller", "8192", "1000", NULL, 0, {1000, 1001, 16384}, 3, {1, 2, 2}},
     {"striped", "8192", NULL, NULL, 1, {16384, 100001, (1 << 20) + 3, (4 << 20) + 136}, 4, {0, 4, 16}},
 };
 
